@@ -1,0 +1,112 @@
+"""`FlowPolicy`: the deployable flow-matching policy (an Equinox module working on one observation)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _sde
+from ._networks import DriftMLP
+from ._normalizer import RunningNorm
+from ._schedules import AbstractSigmaSchedule, make_schedule
+from ._spec import PolicySpec
+from ._types import Action, Drifts, Key, Noise, Obs, Path, Scalar, StepValues
+
+
+class FlowPolicy(eqx.Module):
+    """A state-conditioned SDE policy da = f_theta(a, t, s) dt + sigma(t) dW (paper eq. 4).
+
+    Works on a single observation; batch with `jax.vmap`. Build with `make_policy(spec, key=...)`.
+    Likelihoods are always of the pre-squash path; `to_env` maps a^(N) into the action bounds.
+    """
+
+    spec: PolicySpec = eqx.field(static=True)
+    normalizer: RunningNorm
+    drift_net: DriftMLP
+    schedule: AbstractSigmaSchedule
+
+    def drift(self, obs: Obs, action: Action, t: Scalar) -> Action:
+        """f_theta(a, t, s) for a raw (unnormalized) observation."""
+        return self.drift_net(self.normalizer(obs), action, t)
+
+    def _drift_fn(self, obs: Obs):
+        # Normalize once per path, not once per generation step.
+        obs_normalized = self.normalizer(obs)
+        return lambda a, t: self.drift_net(obs_normalized, a, t)
+
+    def sample(self, obs: Obs, noise: Noise) -> _sde.PathSample:
+        """Euler-Maruyama path, step log-densities and drifts for the given noise [N+1, act_dim]."""
+        return _sde.sample_sde(self._drift_fn(obs), self.schedule, self.spec.num_steps, noise)
+
+    def sample_ode(self, obs: Obs, a0: Action | None = None) -> Path:
+        """Deterministic Euler path from `a0` (default 0: the deterministic policy)."""
+        a0 = jnp.zeros(self.spec.act_dim) if a0 is None else a0
+        return _sde.sample_ode(self._drift_fn(obs), self.spec.num_steps, a0)
+
+    def log_probs_and_drifts(self, obs: Obs, path: Path) -> tuple[StepValues, Drifts]:
+        """Per-step log p_theta(a^(n+1) | a^(n), s) and f_theta(a^(n), t_n, s) on a stored path."""
+        return _sde.path_log_probs_and_drifts(self._drift_fn(obs), self.schedule, path)
+
+    def log_prob(self, obs: Obs, path: Path) -> Scalar:
+        """log P_theta(a^(0:N) | s) (paper eq. 8), prior term included."""
+        step_log_probs, _ = self.log_probs_and_drifts(obs, path)
+        return _sde.prior_log_prob(path[0]) + jnp.sum(step_log_probs)
+
+    def sigmas(self) -> StepValues:
+        """sigma(t_n) for n = 0..N-1."""
+        return self.schedule(jnp.arange(self.spec.num_steps, dtype=jnp.float32) / self.spec.num_steps)
+
+    def to_env(self, action: Action) -> Action:
+        """Squash a^(N) to [-1, 1] (`tanh` or `clip`) and rescale to the action bounds; `none` is identity."""
+        spec = self.spec
+        if spec.squash == "none":
+            return action
+        unit = jnp.tanh(action) if spec.squash == "tanh" else jnp.clip(action, -1.0, 1.0)
+        low = jnp.asarray(spec.action_low, action.dtype)
+        high = jnp.asarray(spec.action_high, action.dtype)
+        return low + 0.5 * (unit + 1.0) * (high - low)
+
+    def act(self, obs: Obs) -> Action:
+        """Deterministic env action: ODE from a^(0) = 0, squashed and rescaled."""
+        return self.to_env(self.sample_ode(obs)[-1])
+
+    def act_stochastic(self, obs: Obs, noise: Noise) -> Action:
+        """Stochastic env action for the given noise [N+1, act_dim]."""
+        return self.to_env(self.sample(obs, noise).path[-1])
+
+    def with_normalizer(self, normalizer: RunningNorm) -> "FlowPolicy":
+        """A copy with other observation statistics."""
+        return eqx.tree_at(lambda p: p.normalizer, self, normalizer)
+
+
+def make_policy(spec: PolicySpec, *, key: Key) -> FlowPolicy:
+    """The only constructor of `FlowPolicy`: a freshly initialised policy for `spec`."""
+    drift = DriftMLP(
+        spec.obs_dim,
+        spec.act_dim,
+        spec.width,
+        spec.depth,
+        spec.activation,
+        spec.time_embedding,
+        spec.time_embed_dim,
+        spec.output_scale,
+        key=key,
+    )
+    normalizer = RunningNorm.init(spec.obs_dim, spec.obs_clip, spec.obs_eps)
+    schedule = make_schedule(spec.sigma_schedule, spec.sigma_max, spec.sigma_min)
+    return FlowPolicy(spec, normalizer, drift, schedule)
+
+
+def noise_shape(spec: PolicySpec) -> tuple[int, int]:
+    """Shape [N+1, act_dim] of the noise one stochastic sample consumes."""
+    return (spec.num_steps + 1, spec.act_dim)
+
+
+def sample_noise(key: Key, spec: PolicySpec, batch_shape: tuple[int, ...] = ()) -> Noise:
+    """Standard normal noise for `batch_shape` samples (the key-based wrapper over array noise)."""
+    return jax.random.normal(key, (*batch_shape, *noise_shape(spec)))
+
+
+def numpy_noise(rng: np.random.Generator, spec: PolicySpec, batch: int) -> np.ndarray:
+    """Host-side noise for `batch` samples, float32 (what GSBPolicy and the ONNX runtime feed)."""
+    return rng.standard_normal((batch, *noise_shape(spec)), dtype=np.float32)

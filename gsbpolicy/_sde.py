@@ -1,0 +1,99 @@
+"""Euler-Maruyama and Euler ODE samplers, and step log-densities and drifts on a stored path.
+
+Conventions (paper eqs. 5-8, DESIGN.md section 3): t_n = n/N, dt = 1/N, a^(0) ~ N(0, I) and
+
+    a^(n+1) = a^(n) + dt * f(a^(n), t_n) + sigma(t_n) * sqrt(dt) * eps_n,   eps_n ~ N(0, I),
+
+so each step is Gaussian with mean a^(n) + dt * f and covariance sigma(t_n)^2 * dt * I. `drift_fn(a, t)`
+is the drift with the state already bound. Noise is always an input array: row 0 is a^(0), row n+1 is
+eps_n. Every function here works on one sample; batch with `jax.vmap`.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ._schedules import AbstractSigmaSchedule, time_grid
+from ._types import Action, Drifts, Noise, Path, Scalar, StepValues
+
+DriftFn = Callable[[Action, Scalar], Action]
+
+_LOG_2PI = float(jnp.log(2 * jnp.pi))
+
+
+class PathSample(NamedTuple):
+    """A sampled generation path with what the trainers store at rollout time."""
+
+    path: Path
+    """a^(0:N), shape [N+1, act_dim]; the pre-squash action is path[-1]."""
+    log_probs: StepValues
+    """log p(a^(n+1) | a^(n), s) for n = 0..N-1 (paper eq. 8 factors), constants included."""
+    drifts: Drifts
+    """f(a^(n), t_n, s) for n = 0..N-1."""
+
+
+def gaussian_log_prob(x: Action, mean: Action, std: Scalar) -> Scalar:
+    """log N(x; mean, std^2 I), summed over dimensions, normalising constant included."""
+    z = (x - mean) / std
+    return -0.5 * jnp.sum(z**2) - x.shape[-1] * (jnp.log(std) + 0.5 * _LOG_2PI)
+
+
+def prior_log_prob(a0: Action) -> Scalar:
+    """log N(a^(0); 0, I) of the prior (independent of the policy, so it cancels in every ratio)."""
+    return gaussian_log_prob(a0, jnp.zeros_like(a0), jnp.ones(()))
+
+
+def _step_std(schedule: AbstractSigmaSchedule, t: Scalar, dt: float) -> Scalar:
+    return schedule(t) * jnp.sqrt(dt)
+
+
+def sample_sde(
+    drift_fn: DriftFn, schedule: AbstractSigmaSchedule, num_steps: int, noise: Noise
+) -> PathSample:
+    """Euler-Maruyama sampling (paper eq. 7) driven by the given standard normal `noise` [N+1, act_dim]."""
+    dt = 1.0 / num_steps
+    ts = time_grid(num_steps)[:-1]
+
+    def step(a, inputs):
+        t, eps = inputs
+        f = drift_fn(a, t)
+        mean = a + dt * f
+        std = _step_std(schedule, t, dt)
+        a_next = mean + std * eps
+        return a_next, (a_next, gaussian_log_prob(a_next, mean, std), f)
+
+    _, (rest, log_probs, drifts) = jax.lax.scan(step, noise[0], (ts, noise[1:]))
+    return PathSample(jnp.concatenate([noise[:1], rest]), log_probs, drifts)
+
+
+def sample_ode(drift_fn: DriftFn, num_steps: int, a0: Action) -> Path:
+    """Deterministic Euler integration of da = f dt from `a0` (zeros give the deterministic policy)."""
+    dt = 1.0 / num_steps
+
+    def step(a, t):
+        a_next = a + dt * drift_fn(a, t)
+        return a_next, a_next
+
+    _, rest = jax.lax.scan(step, a0, time_grid(num_steps)[:-1])
+    return jnp.concatenate([a0[None], rest])
+
+
+def path_log_probs_and_drifts(
+    drift_fn: DriftFn, schedule: AbstractSigmaSchedule, path: Path
+) -> tuple[StepValues, Drifts]:
+    """Per-step log-densities and drifts of a stored path under `drift_fn`.
+
+    The steps are independent given the path, so they are evaluated in parallel (one batched MLP call
+    over the N steps) rather than sequentially as in sampling.
+    """
+    num_steps = path.shape[0] - 1
+    dt = 1.0 / num_steps
+    ts = time_grid(num_steps)[:-1]
+
+    def one(a, a_next, t):
+        f = drift_fn(a, t)
+        return gaussian_log_prob(a_next, a + dt * f, _step_std(schedule, t, dt)), f
+
+    return jax.vmap(one)(path[:-1], path[1:], ts)

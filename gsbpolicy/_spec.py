@@ -1,0 +1,128 @@
+"""`PolicySpec`: everything needed to rebuild a `FlowPolicy` skeleton, as a frozen JSON-able dataclass."""
+
+import dataclasses
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+FORMAT_VERSION = 1
+"""Version of the saved-policy format (config.json + model.safetensors). Bumped on any breaking change."""
+
+Activation = Literal["silu", "elu", "relu", "tanh", "gelu", "mish"]
+TimeEmbedding = Literal["sinusoidal", "fourier"]
+Schedule = Literal["constant", "linear", "exponential"]
+Squash = Literal["tanh", "clip", "none"]
+
+_CHOICES = {
+    "activation": Activation.__args__,
+    "time_embedding": TimeEmbedding.__args__,
+    "sigma_schedule": Schedule.__args__,
+    "squash": Squash.__args__,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """Architecture, sampler and action-space description of a flow policy.
+
+    Args:
+        obs_dim: observation size.
+        act_dim: action size.
+        num_steps: number N of Euler(-Maruyama) generation steps on the uniform grid t_n = n/N.
+        width: hidden width of the drift MLP.
+        depth: number of hidden layers of the drift MLP.
+        activation: hidden activation of the drift MLP.
+        time_embedding: `sinusoidal` (fixed [cos(2^k t), sin(2^k t)], as in the FPO reference) or
+            `fourier` (learnable Fourier features followed by a small MLP, as in FlowRL).
+        time_embed_dim: size of the time embedding (even).
+        output_scale: the drift is `output_scale * MLP(...)`.
+        sigma_schedule: diffusion schedule between `sigma_max` (t = 0) and `sigma_min` (t = 1).
+        sigma_max: diffusion coefficient at the noise end.
+        sigma_min: diffusion coefficient at the action end (ignored by `constant`).
+        squash: map from the generated action a^(N) to [-1, 1] before rescaling to the bounds:
+            `tanh`, `clip`, or `none` (no squash and no rescale).
+        action_low: lower action bounds (required unless squash is `none`).
+        action_high: upper action bounds (required unless squash is `none`).
+        obs_clip: normalized observations are clipped to [-obs_clip, obs_clip].
+        obs_eps: variance floor of the observation normalizer.
+        env_id: the environment the policy was trained on (metadata only).
+        format_version: saved-format version; see `FORMAT_VERSION`.
+    """
+
+    obs_dim: int
+    act_dim: int
+    num_steps: int = 16
+    width: int = 256
+    depth: int = 3
+    activation: Activation = "silu"
+    time_embedding: TimeEmbedding = "sinusoidal"
+    time_embed_dim: int = 16
+    output_scale: float = 0.25
+    sigma_schedule: Schedule = "linear"
+    sigma_max: float = 3.0
+    sigma_min: float = 0.3
+    squash: Squash = "tanh"
+    action_low: tuple[float, ...] | None = None
+    action_high: tuple[float, ...] | None = None
+    obs_clip: float = 10.0
+    obs_eps: float = 1e-8
+    env_id: str | None = None
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self):
+        for name in ("action_low", "action_high"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(float(v) for v in value))
+        for name, choices in _CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise ValueError(f"PolicySpec.{name}={getattr(self, name)!r}; expected one of {choices}")
+        for name in ("obs_dim", "act_dim", "num_steps", "width", "time_embed_dim"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"PolicySpec.{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.depth < 0:
+            raise ValueError(f"PolicySpec.depth must be >= 0, got {self.depth}")
+        if self.time_embed_dim % 2:
+            raise ValueError(f"PolicySpec.time_embed_dim must be even, got {self.time_embed_dim}")
+        if not (self.sigma_max > 0 and self.sigma_min > 0):
+            raise ValueError(f"sigma_max and sigma_min must be > 0, got {self.sigma_max}, {self.sigma_min}")
+        if self.format_version != FORMAT_VERSION:
+            raise ValueError(
+                f"unknown policy format_version {self.format_version}; this gsbpolicy reads version "
+                f"{FORMAT_VERSION} (upgrade gsbpolicy to load newer policies)"
+            )
+        self._check_bounds()
+
+    def _check_bounds(self):
+        if self.squash == "none":
+            return
+        low, high = self.action_low, self.action_high
+        if low is None or high is None:
+            raise ValueError(f"squash={self.squash!r} needs action_low and action_high")
+        if len(low) != self.act_dim or len(high) != self.act_dim:
+            raise ValueError(
+                f"action bounds have {len(low)} and {len(high)} entries; expected act_dim={self.act_dim}"
+            )
+        if not all(math.isfinite(x) for x in low + high) or any(
+            lo >= hi for lo, hi in zip(low, high, strict=True)
+        ):
+            raise ValueError(f"action bounds must be finite with low < high, got low={low}, high={high}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (tuples become lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PolicySpec":
+        """Inverse of `to_dict`; unknown keys are an error so a mismatched config is never half-read."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - fields
+        if unknown:
+            raise ValueError(f"unknown PolicySpec keys {sorted(unknown)}; known keys are {sorted(fields)}")
+        return cls(**data)
+
+    def hash(self) -> str:
+        """A short stable hash of the spec (used to tie exported files to their config)."""
+        payload = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(payload).hexdigest()[:16]

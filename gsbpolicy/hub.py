@@ -1,0 +1,229 @@
+"""`GSBPolicy`: the user-facing policy object (predict, from_pretrained, save_pretrained, push_to_hub).
+
+It is a plain class holding a `FlowPolicy` module: an Equinox module is a frozen dataclass and cannot
+inherit huggingface_hub's `ModelHubMixin` (its `__new__` assigns an attribute). `predict` follows
+Stable-Baselines3's contract, so SB3's `evaluate_policy` scores a `GSBPolicy` unchanged.
+"""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from ._io import CONFIG_NAME, WEIGHTS_NAME, load_policy, load_weights, read_spec, save_policy
+from ._policy import FlowPolicy, numpy_noise
+from ._spec import PolicySpec
+
+
+def _looks_like_local_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
+
+
+class GSBPolicy:
+    """A trained flow policy ready to act: numpy in, numpy out, actions inside the env's bounds.
+
+    Args:
+        policy: the `FlowPolicy` module.
+        seed: seed of the host-side noise generator used by stochastic (`deterministic=False`) calls.
+    """
+
+    def __init__(self, policy: FlowPolicy, *, seed: int = 0):
+        if not isinstance(policy, FlowPolicy):
+            raise TypeError(f"GSBPolicy wraps a FlowPolicy, got {type(policy).__name__}")
+        self.policy = policy
+        self._params, static = eqx.partition(policy, eqx.is_array)
+        self._rng = np.random.default_rng(seed)
+        # One jit per policy, closing over the static half: a call then only flattens the small array
+        # pytree (hashing a static Module argument on every call would cost more than the network).
+        # Single observations get their own unbatched function, the fastest path for control loops.
+        act = lambda p, o: eqx.combine(p, static).act(o)  # noqa: E731
+        act_stochastic = lambda p, o, n: eqx.combine(p, static).act_stochastic(o, n)  # noqa: E731
+        self._act_single = jax.jit(act)
+        self._act_batch = jax.jit(jax.vmap(act, in_axes=(None, 0)))
+        self._act_stochastic_single = jax.jit(act_stochastic)
+        self._act_stochastic_batch = jax.jit(jax.vmap(act_stochastic, in_axes=(None, 0, 0)))
+
+    # ----------------------------------------------------------------- description
+    @property
+    def spec(self) -> PolicySpec:
+        """The policy's architecture, sampler and action-space description."""
+        return self.policy.spec
+
+    @property
+    def observation_space(self):
+        """A gymnasium `Box` of the observation shape (unbounded)."""
+        import gymnasium
+
+        return gymnasium.spaces.Box(-np.inf, np.inf, (self.spec.obs_dim,), np.float32)
+
+    @property
+    def action_space(self):
+        """A gymnasium `Box` with the policy's action bounds."""
+        import gymnasium
+
+        spec = self.spec
+        if spec.squash == "none":
+            return gymnasium.spaces.Box(-np.inf, np.inf, (spec.act_dim,), np.float32)
+        low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
+        return gymnasium.spaces.Box(low, high, dtype=np.float32)
+
+    def set_seed(self, seed: int) -> None:
+        """Reseed the noise generator of stochastic calls."""
+        self._rng = np.random.default_rng(seed)
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (
+            f"GSBPolicy(env_id={s.env_id!r}, obs_dim={s.obs_dim}, act_dim={s.act_dim}, "
+            f"num_steps={s.num_steps}, mlp={s.depth}x{s.width} {s.activation})"
+        )
+
+    # ----------------------------------------------------------------- acting
+    def _check_obs(self, obs) -> tuple[np.ndarray, bool]:
+        """Validate an observation (single [obs_dim] or batch [B, obs_dim]); returns it as float32."""
+        if isinstance(obs, tuple):
+            raise ValueError(
+                "observation is a tuple: you probably passed the (obs, info) pair returned by "
+                "env.reset(); pass obs only"
+            )
+        if isinstance(obs, dict):
+            raise ValueError("dict observations are not supported; flatten them to one array")
+        obs = np.asarray(obs)
+        if obs.dtype == object or not (
+            np.issubdtype(obs.dtype, np.floating) or np.issubdtype(obs.dtype, np.integer)
+        ):
+            raise ValueError(f"observation dtype must be a real number type, got {obs.dtype}")
+        dim = self.spec.obs_dim
+        if obs.ndim == 1 and obs.shape[0] == dim:
+            single = True
+        elif obs.ndim == 2 and obs.shape[1] == dim:
+            single = False
+        else:
+            raise ValueError(f"observation shape {obs.shape} does not match ({dim},) or (batch, {dim})")
+        obs = np.asarray(obs, np.float32)
+        if not np.isfinite(obs).all():
+            bad = np.argwhere(~np.isfinite(obs))[:5].tolist()
+            raise ValueError(f"observation contains NaN or inf at index {bad}")
+        return obs, single
+
+    def _run(self, obs: np.ndarray, single: bool, noise: np.ndarray | None) -> np.ndarray:
+        if noise is None:
+            fn = self._act_single if single else self._act_batch
+            return np.asarray(fn(self._params, obs))
+        fn = self._act_stochastic_single if single else self._act_stochastic_batch
+        return np.asarray(fn(self._params, obs, np.asarray(noise, np.float32)))
+
+    def act(self, obs, noise: np.ndarray | None = None) -> np.ndarray:
+        """Env action(s) for a single observation or a batch; deterministic ODE unless `noise` is given.
+
+        `noise` has shape [N+1, act_dim] (single) or [B, N+1, act_dim] (batch). Each batch size is
+        compiled once and cached.
+        """
+        obs, single = self._check_obs(obs)
+        if noise is not None:
+            expected = (*obs.shape[:-1], self.spec.num_steps + 1, self.spec.act_dim)
+            if np.shape(noise) != expected:
+                raise ValueError(f"noise shape {np.shape(noise)} does not match {expected}")
+        return self._run(obs, single, noise)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        """SB3-style prediction: `(action, state)`, with actions in the env's bounds.
+
+        Args:
+            observation: one observation [obs_dim] or a batch [B, obs_dim].
+            state: recurrent state; returned unchanged (the policy is not recurrent).
+            episode_start: ignored (kept for SB3 compatibility).
+            deterministic: the deterministic ODE policy (a^(0) = 0, no noise) if True, else an SDE sample
+                with noise from this object's generator.
+        """
+        obs, single = self._check_obs(observation)
+        noise = None
+        if not deterministic:
+            noise = numpy_noise(self._rng, self.spec, 1 if single else obs.shape[0])
+            noise = noise[0] if single else noise
+        return self._run(obs, single, noise), state
+
+    # ----------------------------------------------------------------- research access
+    def sample(self, obs, noise):
+        """Batched `FlowPolicy.sample`: paths, step log-densities and drifts for obs [B, obs_dim]."""
+        return jax.vmap(self.policy.sample)(np.asarray(obs, np.float32), np.asarray(noise, np.float32))
+
+    def log_prob(self, obs, path):
+        """Batched path log-density log P(a^(0:N) | s) for obs [B, obs_dim] and paths [B, N+1, act_dim]."""
+        return jax.vmap(self.policy.log_prob)(np.asarray(obs, np.float32), np.asarray(path, np.float32))
+
+    # ----------------------------------------------------------------- persistence
+    def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
+        """Write `config.json` and `model.safetensors` into `save_directory`."""
+        return save_policy(self.policy, save_directory)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        repo_id_or_path: str | os.PathLike,
+        revision: str | None = None,
+        *,
+        cache_dir: str | os.PathLike | None = None,
+        force_download: bool = False,
+        local_files_only: bool = False,
+        token: str | bool | None = None,
+        seed: int = 0,
+    ) -> "GSBPolicy":
+        """Load from a local policy folder or a Hugging Face Hub repo id.
+
+        Hub files go through huggingface_hub's cache, so `HF_HUB_OFFLINE=1` and `local_files_only=True`
+        load a previously downloaded revision without any network access.
+        """
+        name = os.fspath(repo_id_or_path)
+        if Path(name).expanduser().is_dir():
+            return cls(load_policy(Path(name).expanduser()), seed=seed)
+        if Path(name).exists() or _looks_like_local_path(name):
+            raise FileNotFoundError(f"policy folder not found: {name}")
+        from huggingface_hub import hf_hub_download
+
+        def fetch(filename):
+            return hf_hub_download(
+                name,
+                filename,
+                revision=revision,
+                cache_dir=cache_dir,
+                force_download=force_download,
+                local_files_only=local_files_only,
+                token=token,
+            )
+
+        spec = read_spec(fetch(CONFIG_NAME))
+        return cls(load_weights(spec, fetch(WEIGHTS_NAME)), seed=seed)
+
+    def push_to_hub(
+        self,
+        repo_id: str,
+        *,
+        private: bool | None = None,
+        token: str | None = None,
+        commit_message: str = "Upload gsbpolicy policy",
+        revision: str | None = None,
+        create_pr: bool = False,
+        extra_files: dict[str, str | os.PathLike] | None = None,
+    ):
+        """Create the repo if needed and upload the policy (plus `extra_files`, {name in repo: local path})
+        in one commit. Returns huggingface_hub's `CommitInfo`."""
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=token)
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        with tempfile.TemporaryDirectory() as tmp:
+            self.save_pretrained(tmp)
+            for target, source in (extra_files or {}).items():
+                shutil.copyfile(source, Path(tmp) / target)
+            return api.upload_folder(
+                repo_id=repo_id,
+                folder_path=tmp,
+                commit_message=commit_message,
+                revision=revision,
+                create_pr=create_pr,
+            )

@@ -1,0 +1,43 @@
+"""Shared fixtures. JAX runs with strict dtype and rank promotion so silent broadcasting bugs in
+likelihood code fail loudly (the Equinox/diffrax habit)."""
+
+import jax
+import numpy as np
+import pytest
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+from gsbpolicy import PolicySpec, make_policy  # noqa: E402
+
+
+@pytest.fixture
+def getkey():
+    """A fresh PRNG key per call, deterministic per test."""
+    counter = iter(range(1_000_000))
+    return lambda: jax.random.key(next(counter))
+
+
+@pytest.fixture(scope="session")
+def tiny_spec() -> PolicySpec:
+    return PolicySpec(
+        obs_dim=4,
+        act_dim=2,
+        num_steps=6,
+        width=16,
+        depth=2,
+        sigma_schedule="exponential",
+        sigma_max=1.5,
+        sigma_min=0.5,
+        action_low=(-1.0, -2.0),
+        action_high=(1.0, 3.0),
+        env_id="Tiny-v0",
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_policy(tiny_spec):
+    """A tiny policy with non-trivial observation statistics."""
+    policy = make_policy(tiny_spec, key=jax.random.key(42))
+    batch = np.random.default_rng(0).normal(2.0, 3.0, (64, tiny_spec.obs_dim)).astype(np.float32)
+    return policy.with_normalizer(policy.normalizer.update(batch))

@@ -1,0 +1,129 @@
+"""GSBPolicy as users call it: predict/act contract, input validation, determinism, evaluation."""
+
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gsbpolicy import GSBPolicy, PolicySpec, evaluate, make_policy
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_policy):
+    return GSBPolicy(tiny_policy)
+
+
+@pytest.fixture(scope="module")
+def pendulum_policy():
+    import jax
+
+    spec = PolicySpec(
+        obs_dim=3, act_dim=1, num_steps=4, width=16, depth=1, action_low=(-2,), action_high=(2,)
+    )
+    return GSBPolicy(make_policy(spec, key=jax.random.key(0)))
+
+
+def test_predict_single_and_batch_shapes_and_bounds(policy):
+    spec = policy.spec
+    rng = np.random.default_rng(0)
+    single, state = policy.predict(rng.normal(size=spec.obs_dim) * 100, state="s")
+    assert single.shape == (spec.act_dim,) and state == "s"
+    batch, _ = policy.predict(rng.normal(size=(7, spec.obs_dim)) * 100, deterministic=False)
+    assert batch.shape == (7, spec.act_dim) and batch.dtype == np.float32
+    assert policy.action_space.contains(single)
+    assert all(policy.action_space.contains(a) for a in batch)
+
+
+def test_predict_matches_act_and_module(policy):
+    obs = np.random.default_rng(1).normal(size=(5, policy.spec.obs_dim)).astype(np.float32)
+    action, _ = policy.predict(obs)
+    np.testing.assert_array_equal(action, policy.act(obs))
+    np.testing.assert_allclose(action[2], policy.policy.act(obs[2]), atol=1e-6)
+
+
+def test_stochastic_predict_uses_seeded_noise(policy):
+    obs = np.zeros((4, policy.spec.obs_dim), np.float32)
+    policy.set_seed(3)
+    first, _ = policy.predict(obs, deterministic=False)
+    policy.set_seed(3)
+    again, _ = policy.predict(obs, deterministic=False)
+    np.testing.assert_array_equal(first, again)
+    assert not np.allclose(first[0], first[1])
+
+
+@pytest.mark.parametrize(
+    "obs, message",
+    [
+        (np.zeros(5), r"shape \(5,\) does not match \(4,\) or \(batch, 4\)"),
+        (np.zeros((2, 3, 4)), "shape"),
+        (np.array(["a", "b", "c", "d"]), "dtype"),
+        (np.zeros(4, complex), "dtype"),
+        (np.array([0.0, np.nan, 0.0, 0.0]), "NaN or inf"),
+        (np.array([[0.0, 0.0, np.inf, 0.0]]), "NaN or inf"),
+        ((np.zeros(4), {}), "env.reset"),
+    ],
+)
+def test_bad_observations_are_named(policy, obs, message):
+    with pytest.raises(ValueError, match=message):
+        policy.predict(obs)
+
+
+def test_deterministic_predict_is_bitwise_repeatable_across_processes(tmp_path, policy):
+    policy.save_pretrained(tmp_path)
+    obs = np.random.default_rng(5).normal(size=(3, policy.spec.obs_dim)).astype(np.float32)
+    np.save(tmp_path / "obs.npy", obs)
+    script = (
+        "import sys, numpy as np; from gsbpolicy import GSBPolicy; "
+        f"p = GSBPolicy.from_pretrained({str(tmp_path)!r}); "
+        f"sys.stdout.write(p.predict(np.load({str(tmp_path / 'obs.npy')!r}))[0].tobytes().hex())"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+        for _ in range(2)
+    }
+    outputs.add(policy.predict(obs)[0].tobytes().hex())
+    outputs.add(policy.predict(obs)[0].tobytes().hex())
+    assert len(outputs) == 1
+
+
+def test_evaluate_single_env_reports_episodes(pendulum_policy):
+    result = evaluate(pendulum_policy, "Pendulum-v1", n_episodes=3, seed=1)
+    assert result.n_episodes == 3 and result.lengths == (200, 200, 200)
+    assert result.mean == pytest.approx(np.mean(result.returns))
+    assert result.std == pytest.approx(np.std(result.returns))  # population std
+    again = evaluate(pendulum_policy, "Pendulum-v1", n_episodes=3, seed=1)
+    assert again.returns == result.returns
+
+
+def test_evaluate_vector_env_counts_each_episode_once():
+    """InvertedPendulum episodes end at different times, so NEXT_STEP resets must not be counted."""
+    import jax
+
+    spec = PolicySpec(obs_dim=4, act_dim=1, num_steps=2, width=8, depth=1, action_low=(-3,), action_high=(3,))
+    policy = GSBPolicy(make_policy(spec, key=jax.random.key(1)))
+    env = gym.make_vec("InvertedPendulum-v5", num_envs=3)
+    result = evaluate(policy, env, n_episodes=7, deterministic=False, seed=0)
+    env.close()
+    assert result.n_episodes == 7
+    singles = evaluate(policy, "InvertedPendulum-v5", n_episodes=3, deterministic=False, seed=0)
+    # InvertedPendulum-v5 pays +1 per step except the terminating one, so return == length - 1 exactly;
+    # a counted NEXT_STEP reset step would add a step without reward.
+    assert result.returns == tuple(float(x - 1) for x in result.lengths)
+    assert singles.returns == tuple(float(x - 1) for x in singles.lengths)
+
+
+def test_sb3_evaluate_policy_scores_gsbpolicy_unchanged(pendulum_policy):
+    common = pytest.importorskip("stable_baselines3.common")
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    venv = make_vec_env("Pendulum-v1", n_envs=2, seed=4)
+    returns, lengths = evaluate_policy(
+        pendulum_policy, venv, n_eval_episodes=4, return_episode_rewards=True, warn=False
+    )
+    assert common is not None and len(returns) == 4
+    ours = evaluate(pendulum_policy, gym.make_vec("Pendulum-v1", num_envs=2), n_episodes=4, seed=4)
+    np.testing.assert_allclose(sorted(returns), sorted(ours.returns), rtol=1e-5)
+    assert sorted(lengths) == sorted(ours.lengths)

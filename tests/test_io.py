@@ -1,0 +1,108 @@
+"""Saving and loading: exact round trip, and a clear error for every kind of damaged or mismatched folder."""
+
+import json
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from gsbpolicy import FORMAT_VERSION, PolicyFormatError, PolicySpec, load_policy, make_policy, save_policy
+
+
+@pytest.fixture
+def saved(tmp_path, tiny_policy):
+    return save_policy(tiny_policy, tmp_path / "policy")
+
+
+def test_round_trip_is_exact(saved, tiny_policy):
+    loaded = load_policy(saved)
+    assert loaded.spec == tiny_policy.spec
+    assert eqx.tree_equal(eqx.filter(loaded, eqx.is_array), eqx.filter(tiny_policy, eqx.is_array))
+    obs = np.linspace(-1, 1, tiny_policy.spec.obs_dim, dtype=np.float32)
+    np.testing.assert_array_equal(loaded.act(obs), tiny_policy.act(obs))
+
+
+def test_files_are_named_safetensors_and_json(saved, tiny_policy):
+    tensors = safetensors.numpy.load_file(saved / "model.safetensors")
+    assert {"normalizer.mean", "normalizer.var", "drift_net.mlp.layers.0.weight"} <= set(tensors)
+    np.testing.assert_array_equal(tensors["normalizer.mean"], tiny_policy.normalizer.mean)
+    config = json.loads((saved / "config.json").read_text())
+    assert config["format_version"] == FORMAT_VERSION
+    assert PolicySpec.from_dict(config["spec"]) == tiny_policy.spec
+    assert not list(saved.glob("*.tmp")), "atomic writes leave no temporary files"
+
+
+def test_spec_rejects_bad_values():
+    with pytest.raises(ValueError, match="squash"):
+        PolicySpec(obs_dim=2, act_dim=1, squash="sigmoid")
+    with pytest.raises(ValueError, match="action_low and action_high"):
+        PolicySpec(obs_dim=2, act_dim=1)
+    with pytest.raises(ValueError, match="act_dim=2"):
+        PolicySpec(obs_dim=2, act_dim=2, action_low=(-1,), action_high=(1,))
+    with pytest.raises(ValueError, match="unknown PolicySpec keys"):
+        PolicySpec.from_dict({"obs_dim": 2, "act_dim": 1, "squash": "none", "widht": 3})
+
+
+def test_missing_files(tmp_path, saved):
+    with pytest.raises(FileNotFoundError, match="policy folder not found"):
+        load_policy(tmp_path / "nowhere")
+    (saved / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        load_policy(saved)
+    (saved / "config.json").unlink()
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        load_policy(saved)
+
+
+def test_truncated_or_corrupted_weights(saved):
+    weights = saved / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    with pytest.raises(PolicyFormatError, match="corrupted or truncated"):
+        load_policy(saved)
+    weights.write_bytes(b"\x00" * 8 + b"garbage")
+    with pytest.raises(PolicyFormatError, match="corrupted or truncated"):
+        load_policy(saved)
+
+
+def test_corrupted_config(saved):
+    (saved / "config.json").write_text('{"spec": {')
+    with pytest.raises(PolicyFormatError, match="not valid JSON"):
+        load_policy(saved)
+
+
+def test_unknown_format_version(saved):
+    config = json.loads((saved / "config.json").read_text())
+    config["format_version"] = FORMAT_VERSION + 1
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PolicyFormatError, match="format_version"):
+        load_policy(saved)
+
+
+def test_config_and_weights_mismatch(saved, tiny_spec):
+    config = json.loads((saved / "config.json").read_text())
+    config["spec"]["width"] = tiny_spec.width * 2
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PolicyFormatError, match="config and weights do not match"):
+        load_policy(saved)
+
+
+def test_missing_and_extra_tensors(saved):
+    weights = saved / "model.safetensors"
+    tensors = safetensors.numpy.load_file(weights)
+    safetensors.numpy.save_file({**tensors, "stray": np.zeros(3, np.float32)}, weights)
+    with pytest.raises(PolicyFormatError, match="stray"):
+        load_policy(saved)
+    del tensors["normalizer.var"]
+    safetensors.numpy.save_file(tensors, weights)
+    with pytest.raises(PolicyFormatError, match="lacks tensor 'normalizer.var'"):
+        load_policy(saved)
+
+
+def test_fourier_embedding_round_trip(tmp_path, tiny_spec):
+    spec = PolicySpec(**{**tiny_spec.to_dict(), "time_embedding": "fourier", "activation": "elu"})
+    policy = make_policy(spec, key=jax.random.key(3))
+    loaded = load_policy(save_policy(policy, tmp_path))
+    assert eqx.tree_equal(eqx.filter(loaded, eqx.is_array), eqx.filter(policy, eqx.is_array))

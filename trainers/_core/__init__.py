@@ -1,0 +1,1 @@
+"""Algorithm-independent training machinery: env adapters, rollouts, GAE, minibatching, loop, logging."""
