@@ -8,7 +8,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from fake_hub import FakeHub, point_client_at
-from huggingface_hub import HfApi, ModelCard, constants, hf_hub_download, snapshot_download
+from huggingface_hub import HfApi, ModelCard, _upload_pipeline, constants, hf_hub_download, snapshot_download
 from huggingface_hub.errors import (
     EntryNotFoundError,
     HfHubHTTPError,
@@ -17,6 +17,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from huggingface_hub.utils._runtime import is_xet_available
 
 REPO = "org/policy"
 README = "---\nlicense: apache-2.0\nlibrary_name: gsbpolicy\ntags:\n- reinforcement-learning\n---\n# Policy\n"
@@ -32,6 +33,14 @@ def safetensors_bytes(values: list[float]) -> bytes:
 def read_tree(folder) -> dict[str, bytes]:
     folder = Path(folder)
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(autouse=True)
+def plain_http_client(monkeypatch, tmp_path):
+    """Keep the client on plain HTTP: with hf_xet installed, upload_folder would start a Xet session."""
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    # A Xet session (see the one test that turns Xet back on) logs to HF_XET_CACHE/logs, default ~/.cache.
+    monkeypatch.setenv("HF_XET_CACHE", str(tmp_path / "xet"))
 
 
 @pytest.fixture
@@ -94,6 +103,27 @@ def test_upload_folder_then_download_gives_identical_bytes(hub, api, folder, v1,
     assert Path(snapshot).name == v1.oid and read_tree(snapshot) == expected
 
 
+def test_upload_folder_on_the_default_xet_pipeline_path_still_sends_plain_files(
+    hub, api, folder, monkeypatch
+):
+    # What a test that does not disable Xet gets: since preupload answers "regular" for every file, the
+    # pipelined upload sends them all inline in the commit (the fake has no Xet endpoint to fall back on).
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)
+    if not is_xet_available():
+        pytest.skip("hf_xet is not installed: upload_folder always makes a plain commit")
+    pipelined = []
+    real_pipelined_upload = _upload_pipeline.pipelined_upload
+
+    def spy(*args, **kwargs):
+        pipelined.append(True)
+        return real_pipelined_upload(*args, **kwargs)
+
+    monkeypatch.setattr(_upload_pipeline, "pipelined_upload", spy)
+    api.create_repo(REPO)
+    commit = api.upload_folder(repo_id=REPO, folder_path=folder)
+    assert pipelined and hub.commits(REPO)[-1] == commit.oid and hub.files(REPO) == read_tree(folder)
+
+
 def test_new_commit_gets_new_sha_and_old_revision_stays_downloadable(hub, api, v1, tmp_path):
     new_weights = safetensors_bytes([0.5, 0.25])
     v2 = api.upload_file(
@@ -111,6 +141,22 @@ def test_new_commit_gets_new_sha_and_old_revision_stays_downloadable(hub, api, v
     # Re-uploading identical content: the client drops the unchanged file and makes no commit, as on the Hub.
     again = api.upload_file(path_or_fileobj=new_weights, path_in_repo="model.safetensors", repo_id=REPO)
     assert again.oid == v2.oid and hub.commits(REPO)[-1] == v2.oid
+
+
+def test_deletions_make_new_commits_and_leave_old_revisions_intact(hub, api, folder, v1):
+    api.delete_file("README.md", repo_id=REPO)
+    api.delete_folder("assets", repo_id=REPO)
+    assert api.list_repo_files(REPO) == ["model.safetensors"]
+    assert hub.files(REPO, revision=v1.oid) == read_tree(folder) and len(hub.commits(REPO)) == 4
+
+
+def test_dataset_repos_work_too(hub, api, tmp_path):
+    api.create_repo(REPO, repo_type="dataset")
+    api.upload_file(path_or_fileobj=b"a,b\n1,2\n", path_in_repo="data.csv", repo_id=REPO, repo_type="dataset")
+    path = hf_hub_download(REPO, "data.csv", repo_type="dataset", endpoint=hub.endpoint, cache_dir=tmp_path)
+    assert Path(path).read_bytes() == b"a,b\n1,2\n"
+    with pytest.raises(RepositoryNotFoundError):  # same id, other repo type
+        api.model_info(REPO)
 
 
 def test_missing_repo_file_or_revision_raise_the_client_exceptions(hub, api, v1, tmp_path):

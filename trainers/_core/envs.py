@@ -152,16 +152,21 @@ class PlaygroundEnv(eqx.Module):
             ValueError: for an unknown name, non-positive sizes or a task with dict observations.
         """
         if name not in PLAYGROUND_ENVS:
-            raise ValueError(f"unknown Playground env {name!r}; valid dm_control_suite names: {PLAYGROUND_ENVS}")
+            raise ValueError(
+                f"unknown Playground env {name!r}; valid dm_control_suite names: {PLAYGROUND_ENVS}"
+            )
         if min(num_envs, episode_length, action_repeat) < 1:
             raise ValueError(
                 f"num_envs, episode_length and action_repeat must be >= 1, got "
                 f"{num_envs}, {episode_length}, {action_repeat}"
             )
         env = dm_control_suite.load(name, config_overrides={"impl": "jax", **(config_overrides or {})})
-        obs_dim = env.observation_size
+        with _playground_promotion():  # `observation_size` traces `env.reset`
+            obs_dim = env.observation_size
         if not isinstance(obs_dim, int):
-            raise ValueError(f"{name} has dict observations {obs_dim}; only flat vector observations are supported")
+            raise ValueError(
+                f"{name} has dict observations {obs_dim}; only flat vector observations are supported"
+            )
         low, high = np.asarray(env.mj_model.actuator_ctrlrange, np.float32).T
         return cls(
             env=env,
@@ -273,15 +278,16 @@ class GymnasiumEnv:
         Args:
             env_id: a Gymnasium id such as "Hopper-v5".
             num_envs: number of sub-envs B.
-            vectorization_mode: "sync" (one process; the faster choice on 2 cores) or "async".
+            vectorization_mode: "sync" (one process; the faster choice on 2 cores) or "async" (one
+                spawned worker process per sub-env).
             **env_kwargs: passed to `gym.make` for each sub-env, e.g. `max_episode_steps`.
         """
+        vector_kwargs: dict[str, Any] = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+        if vectorization_mode == "async":
+            # The default "fork" copies a multithreaded process once JAX is loaded, which can deadlock.
+            vector_kwargs["context"] = "spawn"
         vec_env = gym.make_vec(
-            env_id,
-            num_envs,
-            vectorization_mode=vectorization_mode,
-            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-            **env_kwargs,
+            env_id, num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vector_kwargs, **env_kwargs
         )
         return cls(vec_env)
 

@@ -6,14 +6,14 @@ from jaxtyping import Array, Bool, Float
 
 
 def compute_gae(
-    rewards: Float[Array, "t *b"],
-    values: Float[Array, "t *b"],
-    next_values: Float[Array, "t *b"],
-    terminated: Bool[Array, "t *b"],
-    truncated: Bool[Array, "t *b"],
+    rewards: Float[Array, " t *b"],
+    values: Float[Array, " t *b"],
+    next_values: Float[Array, " t *b"],
+    terminated: Bool[Array, " t *b"],
+    truncated: Bool[Array, " t *b"],
     gamma: float,
     lam: float,
-) -> tuple[Float[Array, "t *b"], Float[Array, "t *b"]]:
+) -> tuple[Float[Array, " t *b"], Float[Array, " t *b"]]:
     """GAE(gamma, lambda) advantages and value targets with a reverse `lax.scan` over time.
 
     With done_t = terminated_t | truncated_t:

@@ -1,0 +1,99 @@
+"""Atomic, resumable checkpoints: pytrees as safetensors keyed by pytree path, plus a JSON record.
+
+A checkpoint is a folder written next to its final place and swapped in with renames, so a run killed at
+any moment leaves either the previous checkpoint or the new one, never a mix. Loading needs a skeleton of
+the same structure (the freshly initialised training state) and checks every tensor's shape and dtype.
+"""
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import safetensors.numpy
+
+META = "meta.json"
+
+
+def _is_key(x) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _leaves(tree) -> list[tuple[str, Any]]:
+    return [
+        (jax.tree_util.keystr(path), leaf)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+        if isinstance(leaf, jax.Array | np.ndarray | np.generic)
+    ]
+
+
+def tree_to_tensors(tree) -> dict[str, np.ndarray]:
+    """Array leaves as {pytree path: numpy array}; PRNG keys are stored as their raw key data."""
+    return {name: np.asarray(jax.random.key_data(x) if _is_key(x) else x) for name, x in _leaves(tree)}
+
+
+def tensors_to_tree(tensors: dict[str, np.ndarray], like, source: str = "checkpoint"):
+    """Fill the array leaves of `like` from `tensors`, checking names, shapes and dtypes."""
+    expected = dict(_leaves(like))
+    missing = sorted(set(expected) - set(tensors))
+    if missing:
+        raise ValueError(f"{source} lacks {missing[:5]}: it was written by a different configuration")
+
+    def fill(path, leaf):
+        name = jax.tree_util.keystr(path)
+        if name not in expected:
+            return leaf
+        value = tensors[name]
+        target = jax.random.key_data(leaf) if _is_key(leaf) else leaf
+        if value.shape != target.shape or value.dtype != target.dtype:
+            raise ValueError(
+                f"{source}: {name} is {value.shape} {value.dtype}, expected {target.shape} {target.dtype}; "
+                "the checkpoint was written by a different configuration"
+            )
+        if _is_key(leaf):
+            return jax.random.wrap_key_data(jnp.asarray(value), impl=jax.random.key_impl(leaf))
+        return jnp.asarray(value) if isinstance(leaf, jax.Array) else value
+
+    return jax.tree_util.tree_map_with_path(fill, like)
+
+
+def save_checkpoint(directory: Path, trees: dict[str, Any], meta: dict) -> None:
+    """Write `trees` (name -> pytree) and `meta` (JSON) into `directory`, replacing it atomically."""
+    directory = Path(directory)
+    tmp, old = directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name, tree in trees.items():
+        safetensors.numpy.save_file(tree_to_tensors(tree), tmp / f"{name}.safetensors")
+    (tmp / META).write_text(json.dumps(meta, indent=1))
+    if directory.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        directory.rename(old)
+    tmp.rename(directory)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def find_checkpoint(directory: Path) -> Path | None:
+    """The complete checkpoint folder, if any (a crash between the two renames leaves it at `.old`)."""
+    directory = Path(directory)
+    for candidate in (directory, directory.with_name(directory.name + ".old")):
+        if (candidate / META).is_file():
+            return candidate
+    return None
+
+
+def load_checkpoint(directory: Path, likes: dict[str, Any]) -> tuple[dict[str, Any], dict]:
+    """Load the trees named in `likes` (skeletons) and the JSON record from a checkpoint folder."""
+    meta = json.loads((directory / META).read_text())
+    trees = {}
+    for name, like in likes.items():
+        path = directory / f"{name}.safetensors"
+        try:
+            tensors = safetensors.numpy.load_file(path)
+        except Exception as err:
+            raise ValueError(f"checkpoint file {path} is missing or corrupted ({err})") from err
+        trees[name] = tensors_to_tree(tensors, like, str(path))
+    return trees, meta

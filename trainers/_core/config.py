@@ -1,0 +1,231 @@
+"""Typed configuration shared by every trainer: frozen dataclasses parsed by tyro.
+
+Each trainer's `Args` nests these groups and adds its own `algo` group, so the CLI reads
+`--rollout.num-envs 2048 --optim.actor-lr 1e-3 --algo.kl-coef 0.8`. The top-level fields (`--env`,
+`--seed`, `--total-steps`, `--output-dir`, `--resume`) are the contract other tools rely on. Derived sizes
+are properties, and `validate` checks them when the CLI is parsed.
+"""
+
+import dataclasses
+from pathlib import Path
+from typing import Literal
+
+from gsbpolicy import PolicySpec
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutArgs:
+    """Rollout and batch geometry (Brax/FPO terms: envs x unroll length x unrolls per iteration)."""
+
+    num_envs: int = 16
+    """Parallel environments."""
+    unroll_length: int = 32
+    """Steps per sequence; GAE runs along it and minibatches are made of whole sequences."""
+    unrolls_per_iteration: int = 1
+    """Consecutive unrolls collected per iteration (Brax: batch_size * num_minibatches / num_envs)."""
+    num_minibatches: int = 4
+    """Minibatches per epoch."""
+    epochs: int = 4
+    """Passes over the iteration's data (Brax: updates per batch)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    reward_scaling: float = 1.0
+    """Rewards are multiplied by this before GAE."""
+    normalize_advantages: bool = True
+    """Standardize advantages per minibatch."""
+    recompute_gae: bool = False
+    """Recompute values and GAE per minibatch with the current critic (Brax/FPO); else once per rollout."""
+    episode_length: int = 1000
+    """Playground time limit in control steps (Gymnasium envs use their own limits)."""
+    action_repeat: int = 1
+    """Playground physics steps per action."""
+    vectorization: Literal["sync", "async"] = "sync"
+    """Gymnasium vector env mode (sync is faster on 2 cores)."""
+
+    @property
+    def sequences_per_iteration(self) -> int:
+        return self.num_envs * self.unrolls_per_iteration
+
+    @property
+    def batch_size(self) -> int:
+        """Sequences per minibatch."""
+        return self.sequences_per_iteration // self.num_minibatches
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps (transitions) collected per iteration."""
+        return self.sequences_per_iteration * self.unroll_length
+
+    def validate(self) -> None:
+        if self.sequences_per_iteration % self.num_minibatches:
+            raise ValueError(
+                f"num_envs * unrolls_per_iteration = {self.sequences_per_iteration} sequences is not "
+                f"divisible by num_minibatches = {self.num_minibatches}"
+            )
+        positive = ("num_envs", "unroll_length", "unrolls_per_iteration", "num_minibatches", "epochs")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
+        if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
+            raise ValueError(
+                f"need 0 < gamma <= 1 and 0 <= gae_lambda <= 1, got {self.gamma}, {self.gae_lambda}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimArgs:
+    """Adam optimizers for actor and critic (separate, so each has its own learning rate and clipping)."""
+
+    actor_lr: float = 3e-4
+    """Actor learning rate."""
+    critic_lr: float = 3e-4
+    """Critic learning rate."""
+    actor_cosine_decay: bool = False
+    """Decay the actor learning rate to 0 with a cosine over training."""
+    critic_cosine_decay: bool = False
+    """Decay the critic learning rate to 0 with a cosine over training."""
+    max_grad_norm: float | None = None
+    """Clip each network's gradient to this global norm (None: no clipping)."""
+    value_coef: float = 0.5
+    """Weight of the critic loss mean((V - V_target)^2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyArgs:
+    """Flow-policy architecture and sampler (see `gsbpolicy.PolicySpec`)."""
+
+    num_steps: int = 8
+    """Generation steps N."""
+    width: int = 64
+    """Drift MLP width."""
+    depth: int = 2
+    """Drift MLP hidden layers."""
+    activation: Literal["silu", "elu", "relu", "tanh", "gelu", "mish"] = "silu"
+    """Drift MLP activation."""
+    time_embedding: Literal["sinusoidal", "fourier"] = "sinusoidal"
+    """Time embedding kind."""
+    time_embed_dim: int = 8
+    """Time embedding size."""
+    output_scale: float = 0.25
+    """Drift output scale."""
+    sigma_schedule: Literal["constant", "linear", "exponential"] = "exponential"
+    """Diffusion schedule from sigma_max (t = 0) to sigma_min (t = 1)."""
+    sigma_max: float = 1.0
+    """Diffusion coefficient at the noise end."""
+    sigma_min: float = 0.5
+    """Diffusion coefficient at the action end."""
+    squash: Literal["tanh", "clip", "none"] = "tanh"
+    """Map from a^(N) into the action bounds."""
+
+    def spec(self, obs_dim: int, act_dim: int, low, high, env_id: str) -> PolicySpec:
+        """The `PolicySpec` for an env with these dimensions and bounds."""
+        fields = dataclasses.asdict(self)
+        return PolicySpec(
+            obs_dim=obs_dim,
+            act_dim=act_dim,
+            action_low=tuple(float(x) for x in low),
+            action_high=tuple(float(x) for x in high),
+            env_id=env_id,
+            **fields,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class CriticArgs:
+    """Value network V(s) = MLP(normalize(s)) (it shares the policy's observation normalizer)."""
+
+    width: int = 64
+    """Hidden width."""
+    depth: int = 2
+    """Hidden layers."""
+    activation: Literal["silu", "elu", "relu", "tanh", "gelu", "mish"] = "elu"
+    """Hidden activation."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalArgs:
+    """Evaluation during training; every point logs deterministic-ODE and stochastic returns."""
+
+    num_evals: int = 10
+    """Evaluation points spread evenly over training, the last at the end; used when `interval_steps`
+    is 0 (the Playground protocol)."""
+    interval_steps: int = 0
+    """Evaluate every this many env steps instead (the Gym protocol: 1M); 0 uses `num_evals`."""
+    episodes: int = 10
+    """Gymnasium: episodes per evaluation (run in parallel in a vector env)."""
+    num_envs: int = 128
+    """Playground: fresh envs per evaluation, each run for one episode of `rollout.episode_length` steps."""
+    final_episodes: int = 10
+    """Episodes of the final deterministic evaluation written to results.json."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LogArgs:
+    """Logging, checkpoints and export."""
+
+    checkpoint_every: int = 10
+    """Write an atomic checkpoint every this many iterations (and at the end)."""
+    tensorboard: bool = False
+    """Also write TensorBoard scalars (needs the `tensorboard` package)."""
+    progress: bool = True
+    """Show a console progress bar."""
+    export_onnx: bool = False
+    """Also write policy.onnx into the policy folder (needs the `onnx` extra)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArgs:
+    """Everything an on-policy trainer needs except its algorithm group (which subclasses add as `algo`)."""
+
+    env: str = "InvertedPendulum-v5"
+    """Environment: a Gymnasium id ("Hopper-v5") or a MuJoCo Playground dm_control_suite name
+    ("CartpoleSwingup")."""
+    seed: int = 0
+    """Random seed (network init, sampling noise, env resets)."""
+    total_steps: int = 200_000
+    """Env steps to train for (rounded up to whole iterations)."""
+    output_dir: Path | None = None
+    """Run folder; default runs/<env>/<algo>/seed_<seed>."""
+    resume: bool = False
+    """Continue from the run folder's checkpoint (the run then matches an uninterrupted one)."""
+    preset: str = "cpu"
+    """Name of the preset these values started from (set by --preset; recorded in run.json)."""
+    rollout: RolloutArgs = RolloutArgs()
+    optim: OptimArgs = OptimArgs()
+    policy: PolicyArgs = PolicyArgs()
+    critic: CriticArgs = CriticArgs()
+    eval: EvalArgs = EvalArgs()
+    log: LogArgs = LogArgs()
+
+    @property
+    def num_iterations(self) -> int:
+        return -(-self.total_steps // self.rollout.steps_per_iteration)
+
+    def validate(self) -> None:
+        self.rollout.validate()
+        check_env_id(self.env)
+        if self.total_steps < 1:
+            raise ValueError(f"total_steps must be >= 1, got {self.total_steps}")
+
+
+def check_env_id(env: str) -> None:
+    """Fail at parse time on an unknown env id, listing what is valid."""
+    if "-v" in env:
+        import gymnasium
+
+        if env not in gymnasium.registry:
+            raise ValueError(f"unknown Gymnasium env id {env!r}")
+        return
+    from .envs import PLAYGROUND_ENVS
+
+    if env not in PLAYGROUND_ENVS:
+        raise ValueError(
+            f"unknown env {env!r}: not a Gymnasium id and not a Playground task {PLAYGROUND_ENVS}"
+        )
+
+
+def output_path(output_dir: Path | None, env: str, algo: str, seed: int) -> Path:
+    """The run folder: `output_dir` if given, else runs/<env>/<algo>/seed_<seed>."""
+    return output_dir if output_dir is not None else Path("runs") / env / algo / f"seed_{seed}"

@@ -1,0 +1,77 @@
+"""Evaluation with the paper's protocols; each point reports deterministic-ODE and stochastic returns.
+
+- Playground: fresh envs (`eval.num_envs`), one episode of `episode_length` steps each, as a jitted scan.
+- Gymnasium: `eval.episodes` episodes in a vector env through `gsbpolicy.evaluate` (the same code users
+  and the model cards use), with a predictor built from the algorithm.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsbpolicy import evaluate
+
+from .algorithm import AbstractAlgorithm
+from .envs import PlaygroundEnv
+
+
+def make_playground_eval(algorithm: AbstractAlgorithm, env: PlaygroundEnv, episode_length: int):
+    """A jitted `eval(actor, key, deterministic) -> (returns, lengths)` over `env.num_envs` fresh episodes."""
+
+    def run(actor, key, deterministic: bool):
+        reset_key, act_key = jax.random.split(key)
+        env_state, obs = env.reset(reset_key)
+        zeros = jnp.zeros(obs.shape[0])
+
+        def step(carry, step_key):
+            env_state, obs, total, length, alive = carry
+            if deterministic:
+                action = algorithm.deterministic_act(actor, obs)
+            else:
+                action, _ = algorithm.act(actor, obs, step_key)
+            env_state, ts = env.step(env_state, action)
+            total = total + jnp.where(alive, ts.reward, 0.0)
+            length = length + alive
+            alive = alive & ~(ts.terminated | ts.truncated)
+            return (env_state, ts.obs, total, length, alive), None
+
+        init = (env_state, obs, zeros, zeros, jnp.ones(obs.shape[0], bool))
+        (_, _, total, length, _), _ = jax.lax.scan(step, init, jax.random.split(act_key, episode_length))
+        return total, length
+
+    return eqx.filter_jit(run)
+
+
+class AlgorithmPredictor:
+    """SB3-style `predict` over an algorithm's actor, so any trainer's policy runs through `evaluate`."""
+
+    def __init__(self, algorithm: AbstractAlgorithm, actor, seed: int):
+        self._deterministic = eqx.filter_jit(algorithm.deterministic_act)
+        self._stochastic = eqx.filter_jit(algorithm.act)
+        self.actor = actor
+        self.key = jax.random.key(seed)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        obs = jnp.asarray(np.asarray(observation, np.float32).reshape(-1, np.shape(observation)[-1]))
+        if deterministic:
+            action = self._deterministic(self.actor, obs)
+        else:
+            self.key, key = jax.random.split(self.key)
+            action, _ = self._stochastic(self.actor, obs, key)
+        action = np.asarray(action)
+        return (action[0] if np.ndim(observation) == 1 else action), state
+
+
+def evaluate_gym(
+    algorithm: AbstractAlgorithm, actor, env_id: str, episodes: int, seed: int, deterministic: bool
+):
+    """Per-episode returns and lengths over `episodes` episodes run in a sync vector env."""
+    import gymnasium
+
+    env = gymnasium.make_vec(env_id, num_envs=min(episodes, 10), vectorization_mode="sync")
+    try:
+        result = evaluate(AlgorithmPredictor(algorithm, actor, seed), env, episodes, deterministic, seed)
+    finally:
+        env.close()
+    return np.asarray(result.returns), np.asarray(result.lengths)

@@ -1,0 +1,249 @@
+"""The training loop shared by every on-policy trainer: a Python loop around jitted iterations.
+
+One iteration = rollout (a `lax.scan` for Playground, a host loop for Gymnasium) -> epochs x minibatches
+of updates -> observation-statistics update. Around it: evaluation, metrics.jsonl, atomic checkpoints and,
+at the end, the policy folder (config.json, model.safetensors, results.json).
+"""
+
+import datetime
+import json
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import gym_state
+from .algorithm import AbstractAlgorithm
+from .checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from .config import TrainArgs, output_path
+from .envs import GymnasiumEnv, PlaygroundEnv, make_env
+from .evaluation import evaluate_gym, make_playground_eval
+from .model import ActorCritic, Optimizers, ValueMLP, trainable_mask
+from .rollout import HostCollector, collect_playground
+from .runlog import RunLogger, atomic_write_text, git_commit, write_run_json
+from .stats import EpisodeStats
+from .update import TrainState, make_update
+
+
+def eval_iterations(args: TrainArgs) -> set[int]:
+    """1-based iteration counts after which to evaluate (the last iteration always)."""
+    n = args.num_iterations
+    if args.eval.interval_steps > 0:
+        per = args.rollout.steps_per_iteration
+        due = {
+            i
+            for i in range(1, n + 1)
+            if (i * per) // args.eval.interval_steps > ((i - 1) * per) // args.eval.interval_steps
+        }
+    else:
+        due = {max(1, round(k * n / args.eval.num_evals)) for k in range(1, args.eval.num_evals + 1)}
+    return due | {n}
+
+
+class Trainer:
+    """Holds the env, the jitted functions and the state of one run."""
+
+    def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs):
+        args.validate()
+        self.algorithm, self.args = algorithm, args
+        self.run_dir = output_path(args.output_dir, args.env, algorithm.name, args.seed)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._check_fresh_or_resume()
+        rollout = args.rollout
+        if "-v" in args.env:
+            self.env = make_env(args.env, rollout.num_envs, vectorization_mode=rollout.vectorization)
+        else:
+            self.env = make_env(args.env, rollout.num_envs, episode_length=rollout.episode_length,
+                                action_repeat=rollout.action_repeat)  # fmt: skip
+        env = self.env
+        self.spec = args.policy.spec(env.obs_dim, env.act_dim, env.action_low, env.action_high, args.env)
+        init_key, env_key, train_key = jax.random.split(jax.random.key(args.seed), 3)
+        actor_key, critic_key = jax.random.split(init_key)
+        model = ActorCritic(
+            algorithm.make_actor(self.spec, args, key=actor_key),
+            ValueMLP(env.obs_dim, args.critic, key=critic_key),
+        )
+        num_updates = args.num_iterations * rollout.epochs * rollout.num_minibatches
+        self.optimizers = Optimizers.make(args.optim, num_updates)
+        opt_state = self.optimizers.init(eqx.filter(model, trainable_mask(model)))
+        self.state = TrainState(
+            model, opt_state, train_key, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+        )
+        self.stats = EpisodeStats(rollout.num_envs)
+        update = make_update(algorithm, args, self.optimizers)
+        if isinstance(env, PlaygroundEnv):
+            self.env_state, self.obs = jax.jit(env.reset)(env_key)
+            self._iteration = eqx.filter_jit(self._playground_iteration(update))
+            eval_env = PlaygroundEnv.make(args.env, args.eval.num_envs, episode_length=rollout.episode_length,
+                                          action_repeat=rollout.action_repeat)  # fmt: skip
+            self._eval_playground = make_playground_eval(algorithm, eval_env, rollout.episode_length)
+        else:
+            self.env_state, self.obs = None, env.reset(seed=args.seed)
+            self.collector = HostCollector(algorithm, env)
+            self._update = eqx.filter_jit(update)
+        self.elapsed = 0.0
+        self.num_records = 0
+
+    # ------------------------------------------------------------------ setup
+    def _check_fresh_or_resume(self) -> None:
+        has_run = (self.run_dir / "metrics.jsonl").exists() or find_checkpoint(self.run_dir / "checkpoint")
+        if has_run and not self.args.resume:
+            raise FileExistsError(
+                f"{self.run_dir} already holds a run; pass --resume to continue it or choose another --output-dir"
+            )
+
+    def _playground_iteration(self, update):
+        algorithm, env, rollout = self.algorithm, self.env, self.args.rollout
+
+        def iteration(state: TrainState, env_state, obs):
+            state_key, rollout_key = jax.random.split(state.key)
+            env_state, obs, data = collect_playground(
+                algorithm, env, state.model.actor, env_state, obs, rollout_key,
+                rollout.unroll_length, rollout.unrolls_per_iteration,
+            )  # fmt: skip
+            state, metrics = update(eqx.tree_at(lambda s: s.key, state, state_key), data)
+            return state, env_state, obs, metrics, (data.reward, data.terminated | data.truncated)
+
+        return iteration
+
+    def _env_trees(self) -> dict:
+        if isinstance(self.env, PlaygroundEnv):
+            return {"env": (self.env_state, self.obs)}
+        return {"env": {"obs": self.obs, **gym_state.get_state(self.env.vec_env)}}
+
+    def save_checkpoint(self) -> None:
+        meta = {"iteration": int(self.state.iteration), "env_steps": int(self.state.env_steps),
+                "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
+        trees = {"state": self.state, "stats": self.stats.arrays(), **self._env_trees()}
+        save_checkpoint(self.run_dir / "checkpoint", trees, meta)
+
+    def restore(self) -> bool:
+        """Load the latest checkpoint if there is one; returns whether one was loaded."""
+        directory = find_checkpoint(self.run_dir / "checkpoint")
+        if directory is None:
+            return False
+        likes = {"state": self.state, "stats": self.stats.arrays(), **self._env_trees()}
+        trees, meta = load_checkpoint(directory, likes)
+        self.state = trees["state"]
+        self.stats.load(trees["stats"])
+        if isinstance(self.env, PlaygroundEnv):
+            self.env_state, self.obs = trees["env"]
+        else:
+            env_tree = dict(trees["env"])
+            self.obs = np.asarray(env_tree.pop("obs"))
+            gym_state.set_state(self.env.vec_env, env_tree)
+        self.num_records, self.elapsed = meta["num_records"], meta["elapsed"]
+        return True
+
+    # ------------------------------------------------------------------ one iteration
+    def _collect_and_update(self):
+        rollout = self.args.rollout
+        if isinstance(self.env, PlaygroundEnv):
+            self.state, self.env_state, self.obs, metrics, (rewards, dones) = self._iteration(
+                self.state, self.env_state, self.obs
+            )
+        else:
+            state_key, rollout_key = jax.random.split(self.state.key)
+            self.obs, data = self.collector.collect(
+                self.state.model.actor,
+                self.obs,
+                rollout_key,
+                rollout.unroll_length,
+                rollout.unrolls_per_iteration,
+            )
+            self.state, metrics = self._update(eqx.tree_at(lambda s: s.key, self.state, state_key), data)
+            rewards, dones = data.reward, data.terminated | data.truncated
+        self.stats.update(np.asarray(rewards), np.asarray(dones), rollout.unrolls_per_iteration)
+        return {k: float(v) for k, v in metrics.items()}
+
+    def evaluate(self, deterministic: bool, episodes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        actor, args = self.state.model.actor, self.args
+        eval_seed = 1_000_003 * (args.seed + 1) + int(self.state.iteration)  # never the training stream
+        if isinstance(self.env, PlaygroundEnv):
+            returns, lengths = self._eval_playground(actor, jax.random.key(eval_seed), deterministic)
+            return np.asarray(returns), np.asarray(lengths)
+        episodes = episodes or args.eval.episodes
+        return evaluate_gym(self.algorithm, actor, args.env, episodes, eval_seed, deterministic)
+
+    def _eval_record(self) -> dict:
+        record = {
+            "type": "eval",
+            "iteration": int(self.state.iteration),
+            "env_steps": int(self.state.env_steps),
+        }
+        for mode, deterministic in (("deterministic", True), ("stochastic", False)):
+            returns, lengths = self.evaluate(deterministic)
+            record[f"eval/return_{mode}"] = float(returns.mean())
+            record[f"eval/return_{mode}_std"] = float(returns.std())
+            record[f"eval/length_{mode}"] = float(lengths.mean())
+        return record
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> Path:
+        args = self.args
+        resumed = args.resume and self.restore()
+        write_run_json(self.run_dir, self.algorithm.name, args)
+        logger = RunLogger(self.run_dir, args.num_iterations * args.rollout.steps_per_iteration,
+                           args.log.tensorboard, args.log.progress)  # fmt: skip
+        if resumed:
+            logger.truncate(self.num_records)
+        due_evals = eval_iterations(args)
+        try:
+            while int(self.state.iteration) < args.num_iterations:
+                start = time.perf_counter()
+                metrics = self._collect_and_update()
+                seconds = time.perf_counter() - start
+                self.elapsed += seconds
+                iteration, env_steps = int(self.state.iteration), int(self.state.env_steps)
+                sps = args.rollout.steps_per_iteration / seconds
+                record = {"type": "train", "iteration": iteration, "env_steps": env_steps,
+                          "time/wall_s": self.elapsed, "time/sps": sps, **self.stats.summary(),
+                          **{f"train/{k}": v for k, v in metrics.items()}}  # fmt: skip
+                logger.write(record)
+                self.num_records += 1
+                if iteration in due_evals:
+                    logger.write(self._eval_record())
+                    self.num_records += 1
+                if iteration % args.log.checkpoint_every == 0 or iteration == args.num_iterations:
+                    self.save_checkpoint()
+                logger.progress(env_steps, sps)
+        finally:
+            logger.close()
+        return self.finish()
+
+    def finish(self) -> Path:
+        """Write the policy folder: config.json, model.safetensors, results.json (and policy.onnx)."""
+        args = self.args
+        policy_dir = self.run_dir / "policy"
+        self.algorithm.save_actor(self.state.model.actor, policy_dir)
+        returns, lengths = self.evaluate(True, args.eval.final_episodes)
+        results = {
+            "env_id": args.env,
+            "algo": self.algorithm.name,
+            "mean": float(returns.mean()),
+            "std": float(returns.std()),
+            "n_episodes": int(returns.size),
+            "returns": returns.tolist(),
+            "lengths": lengths.astype(int).tolist(),
+            "deterministic": True,
+            "seeds": [args.seed],
+            "env_steps": int(self.state.env_steps),
+            "git_commit": git_commit()["commit"],
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
+        atomic_write_text(policy_dir / "results.json", json.dumps(results, indent=2) + "\n")
+        if args.log.export_onnx:
+            from export.onnx import export_policy_folder
+
+            export_policy_folder(policy_dir)
+        if isinstance(self.env, GymnasiumEnv):
+            self.env.close()
+        return policy_dir
+
+
+def train(algorithm: AbstractAlgorithm, args: TrainArgs) -> Path:
+    """Train `algorithm` with `args`; returns the policy folder."""
+    return Trainer(algorithm, args).run()

@@ -1,0 +1,96 @@
+"""The trained model (actor + critic), its trainable filter and the optimizers."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+
+from gsbpolicy import RunningNorm
+
+from .config import CriticArgs, OptimArgs
+
+ACTIVATIONS = {
+    "silu": jax.nn.silu,
+    "elu": jax.nn.elu,
+    "relu": jax.nn.relu,
+    "tanh": jnp.tanh,
+    "gelu": jax.nn.gelu,
+    "mish": jax.nn.mish,
+}
+
+
+class ValueMLP(eqx.Module):
+    """V(s) = MLP(s_normalized) for one observation."""
+
+    mlp: eqx.nn.MLP
+
+    def __init__(self, obs_dim: int, args: CriticArgs, *, key):
+        self.mlp = eqx.nn.MLP(
+            obs_dim, "scalar", args.width, args.depth, ACTIVATIONS[args.activation], key=key
+        )
+
+    def __call__(self, obs_normalized):
+        return self.mlp(obs_normalized)
+
+
+class ActorCritic(eqx.Module):
+    """An actor with a `normalizer` field (the deployed policy) and a critic sharing that normalizer."""
+
+    actor: eqx.Module
+    critic: ValueMLP
+
+    @property
+    def normalizer(self) -> RunningNorm:
+        return self.actor.normalizer
+
+    def value(self, obs):
+        """V(s) for one raw observation."""
+        return self.critic(self.normalizer(obs))
+
+    def with_normalizer(self, normalizer: RunningNorm) -> "ActorCritic":
+        return eqx.tree_at(lambda m: m.actor.normalizer, self, normalizer)
+
+
+def trainable_mask(model: ActorCritic):
+    """True on every inexact array except the observation statistics, which the rollout updates instead.
+
+    Excluding them (rather than relying on their zero gradient) keeps Adam's state and any weight decay
+    away from them.
+    """
+    mask = jax.tree.map(eqx.is_inexact_array, model)
+    return eqx.tree_at(
+        lambda m: m.actor.normalizer, mask, replace_fn=lambda n: jax.tree.map(lambda _: False, n)
+    )
+
+
+def _adam(lr: float, cosine: bool, max_grad_norm: float | None, num_updates: int):
+    schedule = optax.cosine_decay_schedule(lr, num_updates) if cosine else lr
+    adam = optax.adam(schedule)
+    return adam if max_grad_norm is None else optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)
+
+
+class Optimizers(eqx.Module):
+    """Separate Adam optimizers for actor and critic.
+
+    Adam is elementwise, so with equal learning rates and no clipping this equals one joint optimizer;
+    separate ones let the presets give the critic its own learning rate and clip each network on its own.
+    """
+
+    actor: optax.GradientTransformation = eqx.field(static=True)
+    critic: optax.GradientTransformation = eqx.field(static=True)
+
+    @staticmethod
+    def make(args: OptimArgs, num_updates: int) -> "Optimizers":
+        return Optimizers(
+            _adam(args.actor_lr, args.actor_cosine_decay, args.max_grad_norm, num_updates),
+            _adam(args.critic_lr, args.critic_cosine_decay, args.max_grad_norm, num_updates),
+        )
+
+    def init(self, params: ActorCritic):
+        return (self.actor.init(params.actor), self.critic.init(params.critic))
+
+    def update(self, grads: ActorCritic, state, params: ActorCritic):
+        actor_updates, actor_state = self.actor.update(grads.actor, state[0], params.actor)
+        critic_updates, critic_state = self.critic.update(grads.critic, state[1], params.critic)
+        updates = ActorCritic(actor_updates, critic_updates)
+        return eqx.apply_updates(params, updates), (actor_state, critic_state)

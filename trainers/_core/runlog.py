@@ -1,0 +1,134 @@
+"""Run records: run.json (resolved config and provenance), metrics.jsonl, progress bar, TensorBoard."""
+
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import jax
+
+PACKAGES = ("gsbpolicy", "jax", "jaxlib", "equinox", "optax", "numpy", "gymnasium", "mujoco", "mujoco-mjx",
+            "playground", "tyro")  # fmt: skip
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def git_commit() -> dict:
+    """The source tree's commit and whether it had uncommitted changes (None outside a git checkout)."""
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args):
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    return {
+        "commit": commit,
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None,
+    }
+
+
+def package_versions() -> dict:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def device_info() -> dict:
+    device = jax.devices()[0]
+    return {
+        "platform": device.platform,
+        "device_kind": device.device_kind,
+        "device_count": jax.device_count(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "matmul_precision": str(jax.config.jax_default_matmul_precision),
+    }
+
+
+def jsonable(value):
+    """Dataclasses, paths and tuples as plain JSON values."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def write_run_json(run_dir: Path, algo: str, args) -> dict:
+    record = {
+        "algo": algo,
+        "args": jsonable(args),
+        "git": git_commit(),
+        "packages": package_versions(),
+        "device": device_info(),
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    atomic_write_text(run_dir / "run.json", json.dumps(record, indent=2) + "\n")
+    return record
+
+
+class RunLogger:
+    """Appends one JSON object per line to metrics.jsonl; optional TensorBoard and progress bar."""
+
+    def __init__(self, run_dir: Path, total_steps: int, tensorboard: bool, progress: bool):
+        self.path = run_dir / "metrics.jsonl"
+        self._writer = None
+        if tensorboard:
+            from tensorboard.summary import Writer  # tensorboard's own writer: no torch, no TensorFlow
+
+            self._writer = Writer(str(run_dir / "tensorboard"))
+        self._bar = None
+        if progress:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total_steps, unit="step", unit_scale=True, dynamic_ncols=True)
+        self._latest_return = None
+
+    def truncate(self, num_records: int) -> None:
+        """Keep the first `num_records` lines (those the checkpoint being resumed had seen)."""
+        lines = self.path.read_text().splitlines(keepends=True) if self.path.exists() else []
+        atomic_write_text(self.path, "".join(lines[:num_records]))
+        if self._bar is not None and lines[:num_records]:
+            self._bar.update(json.loads(lines[num_records - 1])["env_steps"])
+
+    def write(self, record: dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self._writer is not None:
+            for name, value in record.items():
+                if isinstance(value, int | float) and name != "env_steps":
+                    self._writer.add_scalar(name, value, record["env_steps"])
+        if "eval/return_deterministic" in record:
+            self._latest_return = record["eval/return_deterministic"]
+
+    def progress(self, env_steps: int, sps: float) -> None:
+        if self._bar is None:
+            return
+        self._bar.update(env_steps - self._bar.n)
+        postfix = {"sps": f"{sps:,.0f}"}
+        if self._latest_return is not None:
+            postfix["return"] = f"{self._latest_return:.1f}"
+        self._bar.set_postfix(postfix)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        if self._writer is not None:
+            self._writer.close()

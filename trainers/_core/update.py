@@ -1,0 +1,114 @@
+"""Epochs x minibatches of gradient steps, scanned inside one jit (the Brax structure).
+
+GAE happens here: once on the whole batch with the rollout's critic, or per minibatch with the current
+critic (`rollout.recompute_gae`, as Brax PPO and the FPO reference do). The critic loss is shared by
+every algorithm; only the actor loss comes from the algorithm.
+"""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .algorithm import AbstractAlgorithm
+from .config import TrainArgs
+from .gae import compute_gae
+from .model import ActorCritic, Optimizers, trainable_mask
+from .rollout import Transition
+
+
+class TrainState(eqx.Module):
+    """Everything that changes during training (saved whole in checkpoints)."""
+
+    model: ActorCritic
+    opt_state: Any
+    key: jax.Array
+    iteration: jax.Array
+    env_steps: jax.Array
+
+
+def _values(model: ActorCritic, obs):
+    """V over any leading batch shape of raw observations."""
+    flat = obs.reshape(-1, obs.shape[-1])
+    return jax.vmap(model.value)(flat).reshape(obs.shape[:-1])
+
+
+def _gae(model: ActorCritic, data: Transition, args: TrainArgs):
+    """Advantages and value targets for sequences [S, T] (GAE runs along T)."""
+    values = jax.lax.stop_gradient(_values(model, data.obs))
+    next_values = jax.lax.stop_gradient(_values(model, data.final_obs))
+    time_major = jax.tree.map(
+        lambda x: jnp.swapaxes(x, 0, 1),
+        (data.reward * args.rollout.reward_scaling, values, next_values, data.terminated, data.truncated),
+    )
+    advantages, returns = compute_gae(*time_major, args.rollout.gamma, args.rollout.gae_lambda)
+    return jnp.swapaxes(advantages, 0, 1), jnp.swapaxes(returns, 0, 1)
+
+
+def _flatten(tree):
+    return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), tree)
+
+
+def _loss(params, static, algorithm: AbstractAlgorithm, args: TrainArgs, batch, key):
+    model: ActorCritic = eqx.combine(params, static)
+    data, advantages, returns = batch
+    if args.rollout.recompute_gae:
+        advantages, returns = _gae(model, data, args)
+    advantages, returns, data = _flatten((advantages, returns, data))
+    if args.rollout.normalize_advantages:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    actor_loss, metrics = algorithm.actor_loss(model.actor, data.obs, data.extras, advantages, key)
+    value_loss = jnp.mean((jax.vmap(model.value)(data.obs) - returns) ** 2)
+    metrics = {**metrics, "actor_loss": actor_loss, "value_loss": value_loss}
+    return actor_loss + args.optim.value_coef * value_loss, metrics
+
+
+def make_update(algorithm: AbstractAlgorithm, args: TrainArgs, optimizers: Optimizers):
+    """A jittable `update(state, data) -> (state, metrics)` over one iteration's sequences."""
+    rollout = args.rollout
+
+    def update(state: TrainState, data: Transition) -> tuple[TrainState, dict]:
+        # Scan carries must be arrays only: close over the model's static parts (activations, specs).
+        arrays, static = eqx.partition(state.model, eqx.is_array)
+
+        def minibatch_step(carry, batch):
+            arrays, opt_state, key = carry
+            key, loss_key = jax.random.split(key)
+            model = eqx.combine(arrays, static)
+            params, frozen = eqx.partition(model, trainable_mask(model))
+            grad_fn = jax.value_and_grad(_loss, has_aux=True)
+            (_, metrics), grads = grad_fn(params, frozen, algorithm, args, batch, loss_key)
+            params, opt_state = optimizers.update(grads, opt_state, params)
+            return (eqx.filter(eqx.combine(params, frozen), eqx.is_array), opt_state, key), metrics
+
+        def epoch(carry, _):
+            arrays, opt_state, key, batch = carry
+            key, perm_key = jax.random.split(key)
+            perm = jax.random.permutation(perm_key, rollout.sequences_per_iteration)
+            minibatches = jax.tree.map(
+                lambda x: x[perm].reshape(rollout.num_minibatches, rollout.batch_size, *x.shape[1:]), batch
+            )
+            (arrays, opt_state, key), metrics = jax.lax.scan(
+                minibatch_step, (arrays, opt_state, key), minibatches
+            )
+            return (arrays, opt_state, key, batch), metrics
+
+        key, update_key = jax.random.split(state.key)
+        if rollout.recompute_gae:
+            zeros = jnp.zeros(data.reward.shape)
+            batch = (data, zeros, zeros)
+        else:
+            batch = (data, *_gae(state.model, data, args))
+        (arrays, opt_state, _, _), metrics = jax.lax.scan(
+            epoch, (arrays, state.opt_state, update_key, batch), None, length=rollout.epochs
+        )
+        metrics = jax.tree.map(jnp.mean, metrics)
+        model = eqx.combine(arrays, static)
+        # Observation statistics move only after the update: the stored old log-densities and drifts
+        # were computed with the rollout's normalizer, and the loss must compare against the same one.
+        model = model.with_normalizer(model.normalizer.update(data.obs))
+        state = TrainState(model, opt_state, key, state.iteration + 1, state.env_steps + data.reward.size)
+        return state, metrics
+
+    return update
