@@ -1,14 +1,24 @@
-"""Shared fixtures. JAX runs with strict dtype and rank promotion so silent broadcasting bugs in
-likelihood code fail loudly (the Equinox/diffrax habit)."""
+"""Shared fixtures. JAX raises on implicit rank promotion everywhere, and modules marked
+`strict_promotion` (the policy maths) also run with strict dtype promotion, so silent broadcasting and
+dtype bugs in likelihood code fail loudly (the Equinox/diffrax habit). Optax itself does not run under
+strict dtype promotion, so training tests keep the standard rules."""
 
 import jax
 import numpy as np
 import pytest
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
-jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 from gsbpolicy import PolicySpec, make_policy  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _dtype_promotion(request):
+    if request.node.get_closest_marker("strict_promotion"):
+        with jax.numpy_dtype_promotion("strict"):
+            yield
+    else:
+        yield
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ import pytest
 
 from gsbpolicy import GSBPolicy, PolicySpec, evaluate, make_policy
 
+pytestmark = pytest.mark.strict_promotion
+
 
 @pytest.fixture(scope="module")
 def policy(tiny_policy):

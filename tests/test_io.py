@@ -10,6 +10,8 @@ import safetensors.numpy
 
 from gsbpolicy import FORMAT_VERSION, PolicyFormatError, PolicySpec, load_policy, make_policy, save_policy
 
+pytestmark = pytest.mark.strict_promotion
+
 
 @pytest.fixture
 def saved(tmp_path, tiny_policy):

@@ -3,10 +3,13 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gsbpolicy import RunningNorm
+
+pytestmark = pytest.mark.strict_promotion
 
 
 @settings(max_examples=25, deadline=None)

@@ -15,6 +15,8 @@ from gsbpolicy import (
     time_grid,
 )
 
+pytestmark = pytest.mark.strict_promotion
+
 
 def numpy_gaussian_log_prob(x, mean, std):
     x, mean = np.asarray(x, np.float64), np.asarray(mean, np.float64)

@@ -23,7 +23,7 @@ from ._core.algorithm import AbstractAlgorithm
 from ._core.cli import parse
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
 from ._core.loop import train
-from .presets import gym, playground, with_fields
+from .presets import gym, playground, specialise, with_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +99,9 @@ class GsbMdpo(AbstractAlgorithm):
 
 def playground_preset(env: str | None) -> Args:
     """Table 1, GSB-MDPO column, exactly."""
-    base = playground(env or "CartpoleSwingup")
-    return Args(**{f.name: getattr(base, f.name) for f in dataclasses.fields(TrainArgs)},
+    return specialise(
+        Args,
+        playground(env or "CartpoleSwingup"),
         policy=PolicyArgs(num_steps=8, width=32, depth=4, activation="silu", time_embedding="sinusoidal",
                           time_embed_dim=8, output_scale=0.25, sigma_schedule="exponential", sigma_max=3.0,
                           sigma_min=1.0, squash="tanh"),
@@ -112,8 +113,9 @@ def playground_preset(env: str | None) -> Args:
 
 def gym_preset(env: str | None) -> Args:
     """Table 2, GSB-MDPO column, exactly (time embedding: FlowRL's learnable Fourier features)."""
-    base = gym(env or "HalfCheetah-v5")
-    return Args(**{f.name: getattr(base, f.name) for f in dataclasses.fields(TrainArgs)},
+    return specialise(
+        Args,
+        gym(env or "HalfCheetah-v5"),
         policy=PolicyArgs(num_steps=16, width=256, depth=3, activation="silu", time_embedding="fourier",
                           time_embed_dim=16, output_scale=0.25, sigma_schedule="linear", sigma_max=3.0,
                           sigma_min=0.3, squash="clip"),

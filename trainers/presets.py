@@ -39,6 +39,12 @@ def gym(env: str) -> TrainArgs:
                      eval=EvalArgs(interval_steps=1_000_000, episodes=10), log=LogArgs(checkpoint_every=20))  # fmt: skip
 
 
+def specialise(args_type: type, base: TrainArgs, **changes):
+    """An algorithm's `Args` from a shared preset: base's shared fields, then `changes` on top."""
+    shared = {f.name: getattr(base, f.name) for f in dataclasses.fields(TrainArgs)}
+    return args_type(**{**shared, **changes})
+
+
 def with_fields(args, **changes):
     """`dataclasses.replace` for nested groups: with_fields(args, rollout={"epochs": 8}, seed=1)."""
     resolved = {

@@ -6,8 +6,6 @@ That is everything a Gymnasium MuJoCo v5 env carries between steps. Async vector
 sub-envs in other processes and are not supported.
 """
 
-import json
-
 import gymnasium as gym
 import mujoco
 import numpy as np
@@ -29,12 +27,31 @@ def _time_limit(env) -> gym.wrappers.TimeLimit | None:
     return None
 
 
-def _encode(obj) -> np.ndarray:
-    return np.frombuffer(json.dumps(obj).encode(), np.uint8).copy()
+_MASK64 = (1 << 64) - 1
+
+
+def _encode_rng(state: dict) -> np.ndarray:
+    """A PCG64 state (Gymnasium's generator) as 6 uint64: state and inc (128-bit each), then the
+    buffered uint32 flag and value."""
+    if state["bit_generator"] != "PCG64":
+        raise TypeError(f"exact resume supports PCG64 env generators, got {state['bit_generator']}")
+    s, inc = state["state"]["state"], state["state"]["inc"]
+    words = [s & _MASK64, s >> 64, inc & _MASK64, inc >> 64, state["has_uint32"], state["uinteger"]]
+    return np.asarray(words, np.uint64)
+
+
+def _decode_rng(words: np.ndarray) -> dict:
+    w = [int(x) for x in words]
+    return {
+        "bit_generator": "PCG64",
+        "state": {"state": w[0] | (w[1] << 64), "inc": w[2] | (w[3] << 64)},
+        "has_uint32": w[4],
+        "uinteger": w[5],
+    }
 
 
 def get_state(vec_env) -> dict[str, np.ndarray]:
-    """Arrays describing the sub-envs' complete state (JSON-encoded generator states as uint8)."""
+    """Fixed-shape arrays describing the sub-envs' complete state."""
     physics, steps, rngs = [], [], []
     for env in _sub_envs(vec_env):
         base = env.unwrapped
@@ -43,14 +60,14 @@ def get_state(vec_env) -> dict[str, np.ndarray]:
         physics.append(state)
         limit = _time_limit(env)
         steps.append(-1 if limit is None else limit._elapsed_steps)
-        rngs.append(base.np_random.bit_generator.state)
-    return {"physics": np.stack(physics), "elapsed_steps": np.asarray(steps, np.int64), "rng": _encode(rngs)}
+        rngs.append(_encode_rng(base.np_random.bit_generator.state))
+    return {"physics": np.stack(physics), "elapsed_steps": np.asarray(steps, np.int64), "rng": np.stack(rngs)}
 
 
 def set_state(vec_env, state: dict[str, np.ndarray]) -> None:
     """Restore what `get_state` returned into a vector env of the same task and size (already reset)."""
     envs = _sub_envs(vec_env)
-    rngs = json.loads(bytes(np.asarray(state["rng"], np.uint8)).decode())
+    rngs = np.asarray(state["rng"])
     if len(rngs) != len(envs):
         raise ValueError(f"checkpoint has {len(rngs)} sub-envs, the env has {len(envs)}")
     for env, physics, steps, rng in zip(envs, state["physics"], state["elapsed_steps"], rngs, strict=True):
@@ -60,4 +77,4 @@ def set_state(vec_env, state: dict[str, np.ndarray]) -> None:
         limit = _time_limit(env)
         if limit is not None:
             limit._elapsed_steps = int(steps)
-        base.np_random.bit_generator.state = rng
+        base.np_random.bit_generator.state = _decode_rng(rng)

@@ -1,0 +1,9 @@
+"""ONNX export of trained flow policies and a numpy + onnxruntime runtime for robots.
+
+- `export.onnx`: trace the real `FlowPolicy` with jax2onnx, verify it against JAX, write `policy.onnx`
+  (`python -m export.onnx POLICY --out FILE.onnx`).
+- `export.runtime`: `OnnxPolicy`, the JAX-free runtime (imports only numpy and onnxruntime).
+- `export.latency`: single-observation latency of the ONNX policy against JAX and the network's floor.
+
+This file imports nothing, so `from export.runtime import OnnxPolicy` works on a machine without JAX.
+"""

@@ -1,0 +1,1 @@
+"""Examples of running exported policies."""

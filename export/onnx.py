@@ -1,0 +1,335 @@
+"""ONNX export of a trained `FlowPolicy`, verified against JAX before it is written.
+
+    python -m export.onnx POLICY --out FILE.onnx [--mode ode|sde] [--opset N] [--loop unrolled|scan]
+
+POLICY is a policy folder or a Hub repo id. jax2onnx traces the real `FlowPolicy.act` (mode `ode`:
+input `obs` [B, obs_dim]) or `FlowPolicy.act_stochastic` (mode `sde`: inputs `obs` and standard normal
+`noise` [B, N+1, act_dim]) under `jax.vmap`, so the observation normalizer, the N-step integration, the
+squash and the rescale to the action bounds are all in the graph; the output is `action` [B, act_dim]
+and the batch dimension B is symbolic. Noise is an input because random ops in ONNX cannot be made to
+match JAX's generator.
+
+Every export is checked with `onnx.checker`, then run in onnxruntime against JAX at batch sizes 1, 7
+and 64 on random and on real observations; it is written (atomically) only if the largest absolute
+difference is at most 1e-5, otherwise the command fails with the table of differences.
+
+jax2onnx is imported inside the functions that need it: its first import takes seconds.
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+import onnx
+
+import gsbpolicy
+from gsbpolicy import FlowPolicy, GSBPolicy, load_policy
+
+from . import _graph
+from .runtime import make_session
+
+ONNX_NAME = "policy.onnx"
+"""File name of the export inside a policy folder."""
+DEFAULT_OPSET = 23
+MODES = ("ode", "sde")
+LOOPS = ("unrolled", "scan")
+TOLERANCE = 1e-5
+BATCH_SIZES = (1, 7, 64)
+
+
+class ExportVerificationError(RuntimeError):
+    """The exported graph does not reproduce the JAX policy (or is not a valid ONNX model)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One parity check: onnxruntime against JAX on `batch` observations from `source`."""
+
+    source: str
+    batch: int
+    max_abs_diff: float
+
+
+@dataclasses.dataclass(frozen=True)
+class VerificationReport:
+    """All parity checks of one export and the observations they used."""
+
+    mode: str
+    checks: tuple[Check, ...]
+    real_source: str
+    """Where the "real" observations came from (a Gymnasium rollout or the normalizer statistics)."""
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max(check.max_abs_diff for check in self.checks)
+
+    @property
+    def passed(self) -> bool:
+        # Written so that a NaN difference fails.
+        return all(check.max_abs_diff <= TOLERANCE for check in self.checks)
+
+    def table(self) -> str:
+        """The checks as a text table."""
+        lines = [f"{'observations':12s} {'batch':>5s} {'max |onnx - jax|':>17s}"]
+        lines += [f"{c.source:12s} {c.batch:5d} {c.max_abs_diff:17.3e}" for c in self.checks]
+        lines.append(f"mode {self.mode}; tolerance {TOLERANCE:g}; real observations: {self.real_source}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- tracing
+def _batched_action_fn(policy: FlowPolicy, mode: str):
+    """The traced function: the policy's own action method, vmapped over the batch."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return jax.vmap(policy.act if mode == "ode" else policy.act_stochastic)
+
+
+def _input_specs(policy: FlowPolicy, mode: str) -> tuple[list[tuple], list[str]]:
+    spec = policy.spec
+    shapes, names = [("B", spec.obs_dim)], ["obs"]
+    if mode == "sde":
+        shapes.append(("B", spec.num_steps + 1, spec.act_dim))
+        names.append("noise")
+    return shapes, names
+
+
+def metadata(policy: FlowPolicy, mode: str, loop: str) -> dict[str, str]:
+    """The ONNX `metadata_props` of an export (strings; lists and the full spec as JSON)."""
+    spec = policy.spec
+    config = spec.to_dict()
+    return {
+        "gsbpolicy_version": gsbpolicy.__version__,
+        "spec_hash": spec.hash(),
+        "spec": json.dumps(config, sort_keys=True),
+        "mode": mode,
+        "loop": loop,
+        "obs_dim": str(spec.obs_dim),
+        "act_dim": str(spec.act_dim),
+        "num_steps": str(spec.num_steps),
+        "squash": spec.squash,
+        "action_low": json.dumps(config["action_low"]),
+        "action_high": json.dumps(config["action_high"]),
+        "env_id": json.dumps(spec.env_id),
+        "inputs": json.dumps(_input_specs(policy, mode)[1]),
+    }
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    # onnx_ir warns about every untyped shape value jax2onnx creates; the model is checked anyway.
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def trace(
+    policy: FlowPolicy,
+    mode: str = "ode",
+    opset: int = DEFAULT_OPSET,
+    loop: str = "unrolled",
+    simplify: bool = True,
+) -> onnx.ModelProto:
+    """Trace the policy's action method into an ONNX model (not yet verified).
+
+    Args:
+        policy: the policy to export.
+        mode: `ode` (deterministic, input `obs`) or `sde` (inputs `obs` and `noise`).
+        opset: ONNX opset.
+        loop: `unrolled`: the N generation steps become N copies of the step (fastest in onnxruntime);
+            `scan`: the sampler's `lax.scan` becomes one ONNX `Loop` (smaller graph, slower).
+        simplify: apply the graph clean-ups of `export._graph`.
+    """
+    from jax2onnx import to_onnx
+
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}")
+    shapes, names = _input_specs(policy, mode)
+    fn = _batched_action_fn(policy, mode)
+    # Under `jax.disable_jit` the samplers' `lax.scan` runs its body as a Python loop, so tracing the
+    # unchanged FlowPolicy methods yields the unrolled steps (jax/_src/lax/control_flow/loops.py).
+    unroll = jax.disable_jit() if loop == "unrolled" else contextlib.nullcontext()
+    with unroll, _quiet("onnx_ir.serde"):
+        model = to_onnx(
+            fn, shapes, input_names=names, output_names=["action"], opset=opset, model_name="gsbpolicy"
+        )
+    if simplify:
+        model = _graph.simplify(model, batch_input="obs")
+    model.doc_string = f"gsbpolicy flow policy ({mode}): obs [B, obs_dim] -> action [B, act_dim]"
+    onnx.helper.set_model_props(model, metadata(policy, mode, loop))
+    return model
+
+
+# -------------------------------------------------------------------------------------- verification
+def _normalizer_observations(policy: FlowPolicy, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform observations within mean +- 3 std of the policy's observation statistics."""
+    norm = policy.normalizer
+    mean = np.asarray(norm.mean, np.float32)
+    std = np.sqrt(np.asarray(norm.var, np.float32) + norm.eps)
+    return (mean + 3.0 * std * rng.uniform(-1.0, 1.0, (count, mean.size))).astype(np.float32)
+
+
+def _rollout_observations(policy: FlowPolicy, env_id: str, count: int, seed: int) -> np.ndarray:
+    """`count` observations visited by the deterministic policy itself in the Gymnasium env `env_id`."""
+    import gymnasium
+
+    spec = policy.spec
+    env = gymnasium.make(env_id)
+    try:
+        if env.observation_space.shape != (spec.obs_dim,) or env.action_space.shape != (spec.act_dim,):
+            raise ValueError(
+                f"{env_id} has observation shape {env.observation_space.shape} and action shape "
+                f"{env.action_space.shape}; the policy has ({spec.obs_dim},) and ({spec.act_dim},)"
+            )
+        act = jax.jit(policy.act)
+        obs, _ = env.reset(seed=seed)
+        rows = []
+        while len(rows) < count:
+            rows.append(np.asarray(obs, np.float32))
+            action = np.clip(np.asarray(act(rows[-1])), env.action_space.low, env.action_space.high)
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                obs, _ = env.reset()
+        return np.stack(rows)
+    finally:
+        env.close()
+
+
+def real_observations(policy: FlowPolicy, count: int, seed: int = 0) -> tuple[np.ndarray, str]:
+    """Realistic observations for verification and a description of where they came from.
+
+    A rollout of the policy in its Gymnasium env when `spec.env_id` names one with matching
+    dimensions; otherwise observations drawn from the policy's normalizer statistics.
+    """
+    env_id = policy.spec.env_id
+    reason = "the spec has no env_id"
+    if env_id:
+        try:
+            return _rollout_observations(policy, env_id, count, seed), f"gymnasium {env_id} rollout"
+        except Exception as err:  # an unregistered id, a missing simulator, wrong dims: all fall back
+            reason = f"{env_id} unusable: {type(err).__name__}: {err}"
+    rng = np.random.default_rng(seed)
+    return _normalizer_observations(policy, count, rng), f"normalizer mean +- 3 std ({reason})"
+
+
+def verify(model: onnx.ModelProto, policy: FlowPolicy, mode: str, seed: int = 0) -> VerificationReport:
+    """Check `model` with `onnx.checker` and against the JAX policy; raise if anything is off.
+
+    Raises:
+        ExportVerificationError: the model is invalid, does not run in onnxruntime, or differs from
+            JAX by more than `TOLERANCE` anywhere (the message holds the table of differences).
+    """
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        session = make_session(model.SerializeToString())
+    except Exception as err:  # checker and onnxruntime raise their own error types
+        raise ExportVerificationError(f"exported model is invalid: {type(err).__name__}: {err}") from err
+    reference = jax.jit(_batched_action_fn(policy, mode))
+    rng = np.random.default_rng(seed)
+    real, real_source = real_observations(policy, max(BATCH_SIZES), seed)
+    spec = policy.spec
+    checks = []
+    for source in ("random", "real"):
+        for batch in BATCH_SIZES:
+            obs = (
+                rng.standard_normal((batch, spec.obs_dim), np.float32) if source == "random" else real[:batch]
+            )
+            inputs = [obs]
+            if mode == "sde":
+                inputs.append(rng.standard_normal((batch, spec.num_steps + 1, spec.act_dim), np.float32))
+            feeds = dict(zip(_input_specs(policy, mode)[1], inputs, strict=True))
+            onnx_action = session.run(["action"], feeds)[0]
+            jax_action = np.asarray(reference(*inputs))
+            if onnx_action.shape != jax_action.shape:
+                raise ExportVerificationError(
+                    f"onnx action shape {onnx_action.shape} != jax action shape {jax_action.shape}"
+                )
+            checks.append(Check(source, batch, float(np.max(np.abs(onnx_action - jax_action)))))
+    report = VerificationReport(mode, tuple(checks), real_source)
+    if not report.passed:
+        raise ExportVerificationError(
+            f"ONNX export differs from JAX by more than {TOLERANCE:g}:\n{report.table()}"
+        )
+    return report
+
+
+# ------------------------------------------------------------------------------------------- writing
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write through a temporary file in the same folder and rename, so no reader sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def export(
+    policy: FlowPolicy,
+    out: str | os.PathLike,
+    mode: str = "ode",
+    opset: int = DEFAULT_OPSET,
+    loop: str = "unrolled",
+) -> VerificationReport:
+    """Trace, verify and (only if verification passes) write the ONNX policy to `out`."""
+    out = Path(out)
+    model = trace(policy, mode, opset, loop)
+    report = verify(model, policy, mode)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out, model.SerializeToString())
+    return report
+
+
+def export_policy_folder(folder: str | os.PathLike, mode: str = "ode", opset: int = DEFAULT_OPSET) -> Path:
+    """Export the policy saved in `folder` to `<folder>/policy.onnx` (the trainers' and publisher's step).
+
+    Returns:
+        The path of the written file; nothing is written if verification fails.
+    """
+    folder = Path(folder)
+    out = folder / ONNX_NAME
+    export(load_policy(folder), out, mode, opset)
+    return out
+
+
+def load_flow_policy(name: str | os.PathLike) -> FlowPolicy:
+    """The `FlowPolicy` of a policy folder or a Hub repo id."""
+    return GSBPolicy.from_pretrained(name).policy
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m export.onnx",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("policy", help="policy folder or Hub repo id")
+    parser.add_argument("--out", required=True, type=Path, help="ONNX file to write")
+    parser.add_argument("--mode", choices=MODES, default="ode")
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    parser.add_argument("--loop", choices=LOOPS, default="unrolled")
+    args = parser.parse_args(argv)
+    policy = load_flow_policy(args.policy)
+    try:
+        report = export(policy, args.out, args.mode, args.opset, args.loop)
+    except ExportVerificationError as err:
+        sys.exit(f"export failed, nothing written:\n{err}")
+    print(report.table())
+    print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes, opset {args.opset}, loop {args.loop})")
+
+
+if __name__ == "__main__":
+    main()

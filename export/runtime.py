@@ -1,0 +1,178 @@
+"""`OnnxPolicy`: run an exported policy with numpy and onnxruntime only (no JAX), e.g. on a robot.
+
+    from export.runtime import OnnxPolicy
+
+    policy = OnnxPolicy("policy.onnx")
+    action, _ = policy.predict(obs)  # deterministic ODE policy, actions inside the env's bounds
+
+`predict` has `GSBPolicy.predict`'s Stable-Baselines3 signature, so `gsbpolicy.evaluate` and SB3's
+`evaluate_policy` score an `OnnxPolicy` unchanged. Dimensions, steps and mode are read from the ONNX
+metadata written by `export.onnx`. This module must import nothing but numpy and onnxruntime (a test
+runs it in a process where importing JAX fails).
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+_REQUIRED_METADATA = ("mode", "obs_dim", "act_dim", "num_steps")
+
+
+def session_options(intra_op_num_threads: int = 1) -> ort.SessionOptions:
+    """onnxruntime options used for deployment and for verification: all graph optimisations on.
+
+    One intra-op thread is the right default for single observations: a 256-wide layer is too small
+    to split, and spinning worker threads would compete with the control loop for cores.
+    """
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = intra_op_num_threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return options
+
+
+def make_session(model: str | os.PathLike | bytes, intra_op_num_threads: int = 1) -> ort.InferenceSession:
+    """A CPU inference session for a model file or serialized model bytes."""
+    source = model if isinstance(model, bytes) else os.fspath(model)
+    return ort.InferenceSession(
+        source, session_options(intra_op_num_threads), providers=["CPUExecutionProvider"]
+    )
+
+
+class OnnxPolicy:
+    """An exported flow policy: numpy in, numpy out, actions inside the env's bounds.
+
+    Args:
+        path: an ONNX file written by `export.onnx` (`ode` or `sde` mode).
+        intra_op_num_threads: onnxruntime intra-op threads (1 suits single observations).
+        seed: seed of the noise generator used by stochastic (`deterministic=False`) calls.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, intra_op_num_threads: int = 1, seed: int = 0):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"ONNX policy not found: {self.path}")
+        self.session = make_session(self.path, intra_op_num_threads)
+        self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
+        missing = [key for key in _REQUIRED_METADATA if key not in self.metadata]
+        if missing:
+            raise ValueError(f"{self.path} lacks metadata {missing}; export it with `python -m export.onnx`")
+        self.mode = self.metadata["mode"]
+        self.obs_dim = int(self.metadata["obs_dim"])
+        self.act_dim = int(self.metadata["act_dim"])
+        self.num_steps = int(self.metadata["num_steps"])
+        self.action_low = _bound(self.metadata.get("action_low"))
+        self.action_high = _bound(self.metadata.get("action_high"))
+        self._input_names = [value.name for value in self.session.get_inputs()]
+        self._output_names = [value.name for value in self.session.get_outputs()]
+        self._rng = np.random.default_rng(seed)
+
+    def set_seed(self, seed: int) -> None:
+        """Reseed the noise generator of stochastic calls."""
+        self._rng = np.random.default_rng(seed)
+
+    def __repr__(self) -> str:
+        return (
+            f"OnnxPolicy({str(self.path)!r}, mode={self.mode!r}, obs_dim={self.obs_dim}, "
+            f"act_dim={self.act_dim}, num_steps={self.num_steps})"
+        )
+
+    @property
+    def noise_shape(self) -> tuple[int, int]:
+        """Shape [N+1, act_dim] of the noise one stochastic sample consumes."""
+        return (self.num_steps + 1, self.act_dim)
+
+    def _check_obs(self, obs) -> tuple[np.ndarray, bool]:
+        """Validate an observation (single [obs_dim] or batch [B, obs_dim]); returns it as float32.
+
+        Mirrors `GSBPolicy._check_obs`, so both runtimes reject the same inputs with the same words.
+        """
+        if isinstance(obs, tuple):
+            raise ValueError(
+                "observation is a tuple: you probably passed the (obs, info) pair returned by "
+                "env.reset(); pass obs only"
+            )
+        if isinstance(obs, dict):
+            raise ValueError("dict observations are not supported; flatten them to one array")
+        obs = np.asarray(obs)
+        if obs.dtype == object or not (
+            np.issubdtype(obs.dtype, np.floating) or np.issubdtype(obs.dtype, np.integer)
+        ):
+            raise ValueError(f"observation dtype must be a real number type, got {obs.dtype}")
+        if obs.ndim == 1 and obs.shape[0] == self.obs_dim:
+            single = True
+        elif obs.ndim == 2 and obs.shape[1] == self.obs_dim:
+            single = False
+        else:
+            raise ValueError(
+                f"observation shape {obs.shape} does not match ({self.obs_dim},) or (batch, {self.obs_dim})"
+            )
+        obs = np.asarray(obs, np.float32)
+        if not np.isfinite(obs).all():
+            bad = np.argwhere(~np.isfinite(obs))[:5].tolist()
+            raise ValueError(f"observation contains NaN or inf at index {bad}")
+        return obs, single
+
+    def _run(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
+        feeds = {"obs": obs}
+        if self.mode == "sde":
+            # Zero noise is exactly the deterministic policy: a^(0) = 0 and no diffusion increments.
+            feeds["noise"] = (
+                np.zeros((obs.shape[0], *self.noise_shape), np.float32) if noise is None else noise
+            )
+        elif noise is not None:
+            raise ValueError(
+                f"{self.path} was exported in 'ode' mode (deterministic only); stochastic actions need "
+                "an export with --mode sde"
+            )
+        return self.session.run(self._output_names, feeds)[0]
+
+    def act(self, obs, noise: np.ndarray | None = None) -> np.ndarray:
+        """Env action(s) for a single observation or a batch; deterministic ODE unless `noise` is given.
+
+        `noise` (standard normal, only for `sde` exports) has shape [N+1, act_dim] for a single
+        observation or [B, N+1, act_dim] for a batch; row 0 is a^(0).
+        """
+        obs, single = self._check_obs(obs)
+        batch = obs[None] if single else obs
+        if noise is not None:
+            noise = np.asarray(noise)
+            expected = (*obs.shape[:-1], *self.noise_shape)
+            if noise.shape != expected:
+                raise ValueError(f"noise shape {noise.shape} does not match {expected}")
+            noise = np.asarray(noise[None] if single else noise, np.float32)
+        action = self._run(batch, noise)
+        return action[0] if single else action
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        """SB3-style prediction: `(action, state)`, with actions in the env's bounds.
+
+        Args:
+            observation: one observation [obs_dim] or a batch [B, obs_dim].
+            state: recurrent state; returned unchanged (the policy is not recurrent).
+            episode_start: ignored (kept for SB3 compatibility).
+            deterministic: the deterministic ODE policy if True, else an SDE sample with standard normal
+                noise from this object's generator (needs an `sde` export). The draws match
+                `GSBPolicy`'s, so both runtimes give the same actions for the same seed.
+        """
+        obs, single = self._check_obs(observation)
+        batch = obs[None] if single else obs
+        noise = None
+        if not deterministic:
+            if self.mode != "sde":
+                raise ValueError(
+                    f"deterministic=False needs an 'sde' export, but {self.path} was exported in "
+                    f"'{self.mode}' mode; re-export with `python -m export.onnx POLICY --mode sde`"
+                )
+            noise = self._rng.standard_normal((batch.shape[0], *self.noise_shape), dtype=np.float32)
+        action = self._run(batch, noise)
+        return (action[0] if single else action), state
+
+
+def _bound(text: str | None) -> np.ndarray | None:
+    value = None if text is None else json.loads(text)
+    return None if value is None else np.asarray(value, np.float32)

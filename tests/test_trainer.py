@@ -1,0 +1,156 @@
+"""The shared training loop through the GSB-MDPO trainer: run folder, determinism, kill-and-resume,
+learning, the CLI, and the Playground path."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gsbpolicy import GSBPolicy
+from trainers._core.loop import Trainer
+from trainers.gsb_mdpo import GsbMdpo, cpu_preset, playground_preset
+from trainers.presets import with_fields
+
+TINY = {
+    "rollout": {"num_envs": 4, "unroll_length": 16, "num_minibatches": 2, "epochs": 2},
+    "policy": {"num_steps": 4, "width": 16, "depth": 1},
+    "critic": {"width": 16, "depth": 1},
+    "eval": {"num_evals": 2, "episodes": 2, "final_episodes": 2},
+    "log": {"checkpoint_every": 2, "progress": False},
+}
+
+
+def tiny_args(tmp_path, name, **changes):
+    args = with_fields(
+        cpu_preset("InvertedPendulum-v5"), total_steps=6 * 64, output_dir=tmp_path / name, **TINY
+    )
+    return with_fields(args, **changes)
+
+
+def records(run_dir):
+    """metrics.jsonl without wall-clock fields."""
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith("time/")} for line in lines]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    args = tiny_args(tmp_path_factory.mktemp("runs"), "reference")
+    policy_dir = Trainer(GsbMdpo(args.algo), args).run()
+    return args, policy_dir
+
+
+def test_run_folder_is_complete_and_loadable(reference_run):
+    args, policy_dir = reference_run
+    run_dir = args.output_dir
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["algo"] == "gsb_mdpo" and run["args"]["rollout"]["num_envs"] == 4
+    assert {"commit", "dirty"} <= set(run["git"]) and run["packages"]["jax"]
+    kinds = [r["type"] for r in records(run_dir)]
+    assert kinds.count("train") == 6 and kinds.count("eval") == 2
+    assert {"train/step_clip_frac", "train/path_kl_drift", "train/ratio_max"} <= set(records(run_dir)[0])
+    results = json.loads((policy_dir / "results.json").read_text())
+    assert results["n_episodes"] == 2 and results["env_steps"] == 6 * 64 and results["deterministic"]
+    policy = GSBPolicy.from_pretrained(policy_dir)
+    action, _ = policy.predict(np.zeros(4, np.float32))
+    assert policy.action_space.contains(action)
+    assert policy.spec.env_id == "InvertedPendulum-v5" and policy.spec.num_steps == 4
+
+
+def test_same_seed_gives_identical_metrics(tmp_path, reference_run):
+    args = tiny_args(tmp_path, "again")
+    Trainer(GsbMdpo(args.algo), args).run()
+    assert records(args.output_dir) == records(reference_run[0].output_dir)
+
+
+def test_killed_run_resumes_exactly(tmp_path, reference_run, monkeypatch):
+    args = tiny_args(tmp_path, "killed")
+    trainer = Trainer(GsbMdpo(args.algo), args)
+    original = Trainer._collect_and_update
+    calls = []
+
+    def crash_in_fifth_iteration(self):
+        calls.append(1)
+        if len(calls) == 5:  # after the checkpoint of iteration 4, in the middle of iteration 5
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "_collect_and_update", crash_in_fifth_iteration)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run()
+    monkeypatch.setattr(Trainer, "_collect_and_update", original)
+    with pytest.raises(FileExistsError, match="--resume"):
+        Trainer(GsbMdpo(args.algo), args)
+    resumed = with_fields(args, resume=True)
+    Trainer(GsbMdpo(resumed.algo), resumed).run()
+    assert records(args.output_dir) == records(reference_run[0].output_dir)
+
+
+@pytest.mark.slow
+def test_gsb_mdpo_learns_inverted_pendulum(tmp_path):
+    args = with_fields(cpu_preset(None), total_steps=50_000, output_dir=tmp_path / "learn",
+                       eval={"num_evals": 3}, log={"progress": False})  # fmt: skip
+    Trainer(GsbMdpo(args.algo), args).run()
+    evals = [r for r in records(args.output_dir) if r["type"] == "eval"]
+    first, last = evals[0]["eval/return_deterministic"], evals[-1]["eval/return_deterministic"]
+    assert last > 500 and last > 5 * first, (first, last)
+
+
+@pytest.mark.slow
+def test_playground_path_runs_end_to_end(tmp_path):
+    args = with_fields(
+        playground_preset("CartpoleSwingup"),
+        total_steps=2 * 2 * 32 * 20,
+        output_dir=tmp_path / "playground",
+        rollout={"num_envs": 32, "unroll_length": 20, "unrolls_per_iteration": 2, "num_minibatches": 4,
+                 "epochs": 1, "episode_length": 50},
+        policy={"width": 8, "depth": 1},
+        critic={"width": 16, "depth": 1},
+        eval={"num_evals": 1, "num_envs": 4},
+        log={"progress": False},
+    )  # fmt: skip
+    policy_dir = Trainer(GsbMdpo(args.algo), args).run()
+    kinds = [r["type"] for r in records(args.output_dir)]
+    assert kinds == ["train", "train", "eval"]
+    results = json.loads((policy_dir / "results.json").read_text())
+    assert results["n_episodes"] == 4 and all(length == 50 for length in results["lengths"])
+    assert GSBPolicy.from_pretrained(policy_dir).spec.obs_dim == 5
+
+
+def test_cli_help_documents_every_group():
+    out = subprocess.run(
+        [sys.executable, "-m", "trainers.gsb_mdpo", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    for flag in ("--env", "--seed", "--total-steps", "--output-dir", "--resume", "--preset", "--algo.kl-coef",
+                 "--rollout.num-envs", "--policy.sigma-schedule", "--optim.actor-lr"):  # fmt: skip
+        assert flag in out.stdout, flag
+
+
+def test_cli_rejects_bad_configs():
+    bad = subprocess.run([sys.executable, "-m", "trainers.gsb_mdpo", "--rollout.num-minibatches", "3"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode != 0 and "divisible" in bad.stderr
+    unknown = subprocess.run([sys.executable, "-m", "trainers.gsb_mdpo", "--env", "NoSuchTask"],
+                             capture_output=True, text=True)  # fmt: skip
+    assert unknown.returncode != 0 and "NoSuchTask" in unknown.stderr
+
+
+def test_presets_follow_the_paper_tables():
+    pg = playground_preset("BallInCup")
+    assert (pg.rollout.num_envs, pg.rollout.unroll_length, pg.rollout.batch_size, pg.rollout.num_minibatches) == (
+        2048, 30, 1024, 32)  # fmt: skip
+    assert pg.rollout.epochs == 16 and pg.rollout.gamma == 0.95 and pg.rollout.reward_scaling == 10.0
+    assert playground_preset("CheetahRun").rollout.gamma == 0.995
+    assert (pg.algo.kl_coef, pg.algo.ref_mix, pg.algo.step_clip, pg.algo.path_clip) == (0.8, 0.0, 0.1, 0.3)
+    assert (pg.policy.num_steps, pg.policy.sigma_max, pg.policy.sigma_min) == (8, 3.0, 1.0)
+    assert pg.total_steps == 60_000_000 and pg.optim.value_coef == 0.1
+    from trainers.gsb_mdpo import gym_preset
+
+    gy = gym_preset("Hopper-v5")
+    assert gy.rollout.steps_per_iteration == 1024 * 24 and gy.rollout.batch_size * 24 == 6144
+    assert (gy.algo.kl_coef, gy.algo.ref_mix, gy.algo.path_clip) == (0.08, 0.02, 0.4)
+    assert gy.optim.actor_cosine_decay and gy.optim.max_grad_norm == 1.0 and gy.optim.actor_lr == 7.5e-4
+    assert (gy.policy.num_steps, gy.policy.sigma_schedule, gy.policy.sigma_min) == (16, "linear", 0.3)
