@@ -192,12 +192,13 @@ def _rollout_observations(policy: FlowPolicy, env_id: str, count: int, seed: int
                 f"{env_id} has observation shape {env.observation_space.shape} and action shape "
                 f"{env.action_space.shape}; the policy has ({spec.obs_dim},) and ({spec.act_dim},)"
             )
-        act = jax.jit(policy.act)
+        act = jax.jit(_batched_action_fn(policy, "ode"))
         obs, _ = env.reset(seed=seed)
         rows = []
         while len(rows) < count:
             rows.append(np.asarray(obs, np.float32))
-            action = np.clip(np.asarray(act(rows[-1])), env.action_space.low, env.action_space.high)
+            action = np.asarray(act(rows[-1][None]))[0]
+            action = np.clip(action, env.action_space.low, env.action_space.high)
             obs, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 obs, _ = env.reset()

@@ -68,11 +68,13 @@ class FlowPolicy(eqx.Module):
 
     def act(self, obs: Obs) -> Action:
         """Deterministic env action: ODE from a^(0) = 0, squashed and rescaled."""
-        return self.to_env(self.sample_ode(obs)[-1])
+        a0 = jnp.zeros(self.spec.act_dim)
+        return self.to_env(_sde.final_action_ode(self._drift_fn(obs), self.spec.num_steps, a0))
 
     def act_stochastic(self, obs: Obs, noise: Noise) -> Action:
         """Stochastic env action for the given noise [N+1, act_dim]."""
-        return self.to_env(self.sample(obs, noise).path[-1])
+        final = _sde.final_action_sde(self._drift_fn(obs), self.schedule, self.spec.num_steps, noise)
+        return self.to_env(final)
 
     def with_normalizer(self, normalizer: RunningNorm) -> "FlowPolicy":
         """A copy with other observation statistics."""

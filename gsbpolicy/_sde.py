@@ -80,6 +80,29 @@ def sample_ode(drift_fn: DriftFn, num_steps: int, a0: Action) -> Path:
     return jnp.concatenate([a0[None], rest])
 
 
+def final_action_ode(drift_fn: DriftFn, num_steps: int, a0: Action) -> Action:
+    """a^(N) of `sample_ode` without stacking the path (the deployed and exported fast path)."""
+    dt = 1.0 / num_steps
+
+    def step(a, t):
+        return a + dt * drift_fn(a, t), None
+
+    return jax.lax.scan(step, a0, time_grid(num_steps)[:-1])[0]
+
+
+def final_action_sde(
+    drift_fn: DriftFn, schedule: AbstractSigmaSchedule, num_steps: int, noise: Noise
+) -> Action:
+    """a^(N) of `sample_sde` without the path, log-densities or drifts."""
+    dt = 1.0 / num_steps
+
+    def step(a, inputs):
+        t, eps = inputs
+        return a + dt * drift_fn(a, t) + _step_std(schedule, t, dt) * eps, None
+
+    return jax.lax.scan(step, noise[0], (time_grid(num_steps)[:-1], noise[1:]))[0]
+
+
 def path_log_probs_and_drifts(
     drift_fn: DriftFn, schedule: AbstractSigmaSchedule, path: Path
 ) -> tuple[StepValues, Drifts]:

@@ -85,6 +85,16 @@ def test_sde_with_vanishing_sigma_equals_ode(tiny_spec, getkey):
     np.testing.assert_allclose(policy.sample(obs, noise).path, policy.sample_ode(obs, noise[0]), atol=1e-9)
 
 
+def test_act_is_the_squashed_end_of_the_paths(tiny_policy, getkey):
+    obs = jax.random.normal(getkey(), (tiny_policy.spec.obs_dim,))
+    noise = sample_noise(getkey(), tiny_policy.spec)
+    np.testing.assert_allclose(
+        tiny_policy.act(obs), tiny_policy.to_env(tiny_policy.sample_ode(obs)[-1]), atol=1e-6
+    )
+    expected = tiny_policy.to_env(tiny_policy.sample(obs, noise).path[-1])
+    np.testing.assert_allclose(tiny_policy.act_stochastic(obs, noise), expected, atol=1e-6)
+
+
 def test_ode_is_deterministic_and_starts_at_zero(tiny_policy):
     obs = jnp.ones(tiny_policy.spec.obs_dim)
     path = tiny_policy.sample_ode(obs)

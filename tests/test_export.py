@@ -1,0 +1,289 @@
+"""ONNX export, verification and the JAX-free runtime (`export/`).
+
+The tiny policy is exported once per mode for the whole module: the first jax2onnx trace in a process
+takes seconds.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import onnx
+import pytest
+
+from export import latency
+from export import onnx as onnx_export
+from export.onnx import BATCH_SIZES, MODES, TOLERANCE, ExportVerificationError
+from export.runtime import OnnxPolicy
+from gsbpolicy import GSBPolicy, PolicySpec, make_policy, save_policy
+
+pytestmark = pytest.mark.strict_promotion
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Installed as sitecustomize.py in a subprocess: importing JAX (or the exporter's stack) then fails.
+IMPORT_BLOCKER = """
+import importlib.abc
+import sys
+
+BLOCKED = ("jax", "jaxlib", "equinox", "gsbpolicy", "jax2onnx", "onnx")
+
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is blocked: the ONNX runtime must not need it")
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+"""
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_policy, tmp_path_factory):
+    """{mode: (path, verification report)} of the tiny policy's exports."""
+    folder = tmp_path_factory.mktemp("onnx")
+    return {
+        mode: (folder / f"{mode}.onnx", onnx_export.export(tiny_policy, folder / f"{mode}.onnx", mode))
+        for mode in MODES
+    }
+
+
+def _observations(spec: PolicySpec, batch: int, seed: int = 0) -> np.ndarray:
+    # Spread like the fixture's normalizer statistics (mean 2, std 3), tails included.
+    return np.random.default_rng(seed).normal(2.0, 4.0, (batch, spec.obs_dim)).astype(np.float32)
+
+
+def _noise(spec: PolicySpec, batch: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((batch, spec.num_steps + 1, spec.act_dim), np.float32)
+
+
+def _jax_free_env(tmp_path: Path) -> dict[str, str]:
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(IMPORT_BLOCKER)
+    return {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{REPO}"}
+
+
+# -------------------------------------------------------------------------------------- verification
+@pytest.mark.parametrize("mode", MODES)
+def test_export_is_verified_at_every_batch_size(exported, mode):
+    _, report = exported[mode]
+    assert {(c.source, c.batch) for c in report.checks} == {
+        (s, b) for s in ("random", "real") for b in BATCH_SIZES
+    }
+    assert report.passed and report.max_abs_diff <= TOLERANCE
+    # "Tiny-v0" is not a Gymnasium env, so the real observations come from the normalizer statistics.
+    assert report.real_source.startswith("normalizer mean +- 3 std") and "Tiny-v0" in report.real_source
+
+
+def test_failed_verification_writes_nothing(tiny_policy, tmp_path, monkeypatch):
+    folder = save_policy(tiny_policy, tmp_path / "policy")
+    other = make_policy(tiny_policy.spec, key=jax.random.key(7))
+    real_trace = onnx_export.trace
+    monkeypatch.setattr(onnx_export, "trace", lambda policy, *args: real_trace(other, *args))
+    with pytest.raises(ExportVerificationError, match=r"differs from JAX by more than 1e-05") as err:
+        onnx_export.export_policy_folder(folder)
+    assert "max |onnx - jax|" in str(err.value) and "random" in str(err.value)
+    with pytest.raises(SystemExit, match="export failed, nothing written"):
+        onnx_export.main([str(folder), "--out", str(folder / "cli.onnx")])
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_invalid_model_fails_verification(tiny_policy):
+    model = onnx_export.trace(tiny_policy)
+    model.graph.node[-1].input[0] = "no_such_tensor"
+    with pytest.raises(ExportVerificationError, match="exported model is invalid"):
+        onnx_export.verify(model, tiny_policy, "ode")
+
+
+# -------------------------------------------------------------------------------------------- parity
+@pytest.mark.parametrize("batch", BATCH_SIZES)
+def test_ode_parity(exported, tiny_policy, batch):
+    obs = _observations(tiny_policy.spec, batch)
+    action, state = OnnxPolicy(exported["ode"][0]).predict(obs)
+    expected = np.asarray(jax.vmap(tiny_policy.act)(obs))
+    assert state is None and action.shape == (batch, tiny_policy.spec.act_dim) and action.dtype == np.float32
+    np.testing.assert_allclose(action, expected, rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("batch", BATCH_SIZES)
+def test_sde_parity_with_identical_noise(exported, tiny_policy, batch):
+    obs, noise = _observations(tiny_policy.spec, batch), _noise(tiny_policy.spec, batch)
+    action = OnnxPolicy(exported["sde"][0]).act(obs, noise)
+    expected = np.asarray(jax.vmap(tiny_policy.act_stochastic)(obs, noise))
+    np.testing.assert_allclose(action, expected, rtol=0, atol=TOLERANCE)
+
+
+def test_single_observation_and_sde_predict_match_gsbpolicy(exported, tiny_policy):
+    obs = _observations(tiny_policy.spec, 5)
+    ode, sde = OnnxPolicy(exported["ode"][0]), OnnxPolicy(exported["sde"][0], seed=3)
+    reference = GSBPolicy(tiny_policy, seed=3)
+    np.testing.assert_allclose(ode.predict(obs[0])[0], reference.predict(obs[0])[0], rtol=0, atol=TOLERANCE)
+    # Zero noise in the sde graph is exactly the deterministic policy.
+    np.testing.assert_allclose(sde.predict(obs)[0], ode.predict(obs)[0], rtol=0, atol=TOLERANCE)
+    # Same seed, same draws: both runtimes sample the same stochastic actions.
+    for observation in (obs, obs[0], obs):
+        ours = sde.predict(observation, deterministic=False)[0]
+        theirs = reference.predict(observation, deterministic=False)[0]
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=TOLERANCE)
+
+
+def test_metadata_and_graph_signature(exported, tiny_spec):
+    for mode in MODES:
+        model = onnx.load(exported[mode][0])
+        props = {p.key: p.value for p in model.metadata_props}
+        assert props["mode"] == mode and props["spec_hash"] == tiny_spec.hash()
+        assert (props["obs_dim"], props["act_dim"], props["num_steps"]) == ("4", "2", "6")
+        assert (props["action_low"], props["action_high"]) == ("[-1.0, -2.0]", "[1.0, 3.0]")
+        assert props["gsbpolicy_version"] and PolicySpec.from_dict(json.loads(props["spec"])) == tiny_spec
+        dims = {
+            v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in model.graph.input
+        }
+        expected = {"obs": ["B", 4]} | ({"noise": ["B", 7, 2]} if mode == "sde" else {})
+        assert dims == expected
+        assert [
+            [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.output
+        ] == [["B", 2]]
+
+
+def test_graph_clean_ups_remove_bookkeeping(tiny_policy, exported):
+    raw = onnx_export.trace(tiny_policy, simplify=False)
+    clean = onnx.load(exported["ode"][0])
+    identity_transposes = [
+        n for n in clean.graph.node if n.op_type == "Transpose" and list(n.attribute[0].ints) == [0, 1]
+    ]
+    assert not identity_transposes and len(clean.graph.node) < 0.85 * len(raw.graph.node)
+    # The default export is unrolled: `jax.disable_jit` turned the sampler's lax.scan into N steps.
+    assert not any(n.op_type == "Loop" for n in clean.graph.node)
+
+
+# ------------------------------------------------------------------------------------------- runtime
+def test_runtime_runs_without_jax(exported, tiny_policy, tmp_path):
+    obs = _observations(tiny_policy.spec, 7)
+    np.save(tmp_path / "obs.npy", obs)
+    script = f"""
+import sys
+import numpy as np
+try:
+    import jax
+except ImportError:
+    pass
+else:
+    sys.exit("the import blocker is not active")
+from export.runtime import OnnxPolicy
+policy = OnnxPolicy({str(exported["ode"][0])!r})
+np.save({str(tmp_path / "actions.npy")!r}, policy.predict(np.load({str(tmp_path / "obs.npy")!r}))[0])
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "equinox", "gsbpolicy", "onnx"))
+assert not loaded, loaded
+"""
+    subprocess.run(
+        [sys.executable, "-c", script], env=_jax_free_env(tmp_path), cwd=tmp_path, check=True, timeout=120
+    )
+    expected = np.asarray(jax.vmap(tiny_policy.act)(obs))
+    np.testing.assert_allclose(np.load(tmp_path / "actions.npy"), expected, rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize(
+    ("observation", "match"),
+    [
+        (np.zeros(5, np.float32), r"shape \(5,\) does not match \(4,\) or \(batch, 4\)"),
+        (np.zeros((2, 3), np.float32), r"shape \(2, 3\) does not match"),
+        (np.zeros((2, 1, 4), np.float32), r"shape \(2, 1, 4\) does not match"),
+        (np.array(["a", "b", "c", "d"]), "dtype must be a real number type, got <U1"),
+        (np.zeros(4, np.complex64), "dtype must be a real number type, got complex64"),
+        (np.zeros(4, bool), "dtype must be a real number type, got bool"),
+        (np.array([0.0, np.nan, 0.0, 0.0]), r"NaN or inf at index \[\[1\]\]"),
+        ((np.zeros(4, np.float32), {}), "you probably passed the \\(obs, info\\) pair"),
+    ],
+)
+def test_bad_inputs_give_clear_errors(exported, observation, match):
+    with pytest.raises(ValueError, match=match):
+        OnnxPolicy(exported["ode"][0]).predict(observation)
+
+
+def test_runtime_mode_and_file_errors(exported, tiny_policy, tmp_path):
+    ode, sde = OnnxPolicy(exported["ode"][0]), OnnxPolicy(exported["sde"][0])
+    obs = _observations(tiny_policy.spec, 3)
+    with pytest.raises(ValueError, match="deterministic=False needs an 'sde' export"):
+        ode.predict(obs, deterministic=False)
+    with pytest.raises(ValueError, match=r"noise shape \(3, 6, 2\) does not match \(3, 7, 2\)"):
+        sde.act(obs, np.zeros((3, 6, 2), np.float32))
+    assert ode.predict(obs.astype(np.float64))[0].dtype == np.float32  # other real dtypes are converted
+    bare = onnx.load(exported["ode"][0])
+    del bare.metadata_props[:]
+    onnx.save(bare, tmp_path / "bare.onnx")
+    with pytest.raises(ValueError, match="lacks metadata"):
+        OnnxPolicy(tmp_path / "bare.onnx")
+    with pytest.raises(FileNotFoundError):
+        OnnxPolicy(tmp_path / "missing.onnx")
+
+
+# -------------------------------------------------------------------------------- folders and CLIs
+def test_export_policy_folder_and_cli(tiny_policy, tmp_path, capsys):
+    folder = save_policy(tiny_policy, tmp_path / "policy")
+    path = onnx_export.export_policy_folder(folder)
+    assert path == folder / "policy.onnx" and OnnxPolicy(path).mode == "ode"
+    out = tmp_path / "cli" / "scan_sde.onnx"
+    onnx_export.main([str(folder), "--out", str(out), "--mode", "sde", "--loop", "scan", "--opset", "21"])
+    printed = capsys.readouterr().out
+    assert f"wrote {out}" in printed and "max |onnx - jax|" in printed and "mode sde" in printed
+    assert any(n.op_type == "Loop" for n in onnx.load(out).graph.node)
+
+
+def test_latency_cli_prints_the_table(tiny_policy, tmp_path, capsys):
+    folder = save_policy(tiny_policy, tmp_path / "policy")
+    latency.main([str(folder), "--repeats", "5", "--no-pin"])
+    printed = capsys.readouterr().out
+    for row in (
+        "export: unrolled + clean-ups",
+        "OnnxPolicy.predict",
+        "lax.scan -> Loop",
+        "jax GSBPolicy.act",
+        "floor:",
+    ):
+        assert row in printed
+    assert latency.network_flops(latency.GYM_PRESET) == 2 * 16 * (39 * 256 + 2 * 256 * 256 + 256 * 6)
+
+
+def test_gym_rollout_observations_and_control_loop_example(tmp_path):
+    """A Pendulum-v1 policy is verified on observations of its own rollout; the example runs without JAX."""
+    spec = PolicySpec(
+        obs_dim=3,
+        act_dim=1,
+        num_steps=4,
+        width=16,
+        depth=1,
+        action_low=(-2.0,),
+        action_high=(2.0,),
+        env_id="Pendulum-v1",
+    )
+    path = tmp_path / "pendulum.onnx"
+    report = onnx_export.export(make_policy(spec, key=jax.random.key(0)), path)
+    assert report.real_source == "gymnasium Pendulum-v1 rollout"
+    command = [
+        sys.executable,
+        "-m",
+        "export.examples.onnx_control_loop",
+        "--onnx",
+        str(path),
+        "--env",
+        "Pendulum-v1",
+        "--episodes",
+        "1",
+    ]
+    result = subprocess.run(
+        command, env=_jax_free_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "episode 0: return" in result.stdout
+        and "200 steps" in result.stdout
+        and "predict latency: median" in result.stdout
+    )
