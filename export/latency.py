@@ -180,9 +180,17 @@ def _jax_rows(policy: FlowPolicy, mode: str, obs: np.ndarray, noise: np.ndarray,
         raw = jax.jit(lambda p, o, n: eqx.combine(p, static).act_stochastic(o, n))
         call_raw = lambda: raw(params, obs_device, noise_device).block_until_ready()  # noqa: E731
         call_wrapped = lambda: wrapped.act(obs, noise)  # noqa: E731
+    identity = jax.jit(lambda o: o + 1.0)
+    call_predict = lambda: wrapped.predict(obs, deterministic=mode == "ode")  # noqa: E731
     return [
+        ("jax GSBPolicy.predict(numpy obs) (checks + run)", *time_call(call_predict, repeats), None),
         ("jax GSBPolicy.act(numpy obs)", *time_call(call_wrapped, repeats), None),
         ("jax raw jitted FlowPolicy.act (device array)", *time_call(call_raw, repeats), None),
+        (
+            "floor: a jitted identity (JAX dispatch)",
+            *time_call(lambda: identity(obs_device).block_until_ready(), repeats),
+            None,
+        ),
     ]
 
 

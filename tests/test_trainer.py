@@ -59,6 +59,12 @@ def test_run_folder_is_complete_and_loadable(reference_run):
     assert policy.spec.env_id == "InvertedPendulum-v5" and policy.spec.num_steps == 4
 
 
+def test_tensorboard_scalars_are_written(tmp_path):
+    args = tiny_args(tmp_path, "tb", total_steps=64, log={"tensorboard": True, "progress": False})
+    Trainer(GsbMdpo(args.algo), args).run()
+    assert list((args.output_dir / "tensorboard").glob("events.out.tfevents.*"))
+
+
 def test_same_seed_gives_identical_metrics(tmp_path, reference_run):
     args = tiny_args(tmp_path, "again")
     Trainer(GsbMdpo(args.algo), args).run()
@@ -99,7 +105,7 @@ def test_gsb_mdpo_learns_inverted_pendulum(tmp_path):
 
 
 @pytest.mark.slow
-def test_playground_path_runs_end_to_end(tmp_path):
+def test_playground_path_runs_end_to_end_and_resumes_exactly(tmp_path, monkeypatch):
     args = with_fields(
         playground_preset("CartpoleSwingup"),
         total_steps=2 * 2 * 32 * 20,

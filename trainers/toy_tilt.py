@@ -1,16 +1,15 @@
 """The paper's toy analysis (appendix "Toy Analysis"): GSB-MDPO reweights a four-mode flow policy toward
 the exponential tilt p*(x) proportional to p_old(x) exp(A(x) / beta) (Proposition 3, eq. 14).
 
-1. The old policy: a state-free 2-D flow policy (Euler-Maruyama SDE, constant sigma) fitted to a
-   four-mode Gaussian mixture by Brownian-bridge matching, whose Markovian projection has the mixture
-   as its t = 1 marginal.
+1. The old policy: a state-free 2-D flow policy (Euler-Maruyama SDE, exponential sigma schedule) fitted
+   to a four-mode Gaussian mixture by discrete Brownian-bridge matching.
 2. A quadrant-wise preference A(x), largest in quadrant III; the target quadrant masses are the old
    policy's (estimated by sampling) times exp(A_q / beta), normalised.
 3. GSB-MDPO updates: K mirror-descent iterations with lambda = K * beta compose to exactly one tilt by
    exp(A / beta) (P_K proportional to P_0 exp(sum_k A / (K beta))); each iteration samples old paths and
    takes gradient steps on the clipped path-ratio loss (eqs. 19-20) reusing them.
 
-    python -m trainers.toy_tilt [--iterations 5] [--out toy_tilt.png]
+    python -m trainers.toy_tilt [--iterations 5] [--out runs/toy_tilt.png]
 
 Prints the target and learned quadrant masses and their L1 error (the paper reports 0.100).
 """
@@ -43,22 +42,30 @@ class Args:
     """A(x) on quadrants I, II, III, IV (III largest, as in the paper)."""
     mode_std: float = 0.35
     """Standard deviation of each mixture component."""
-    sigma: float = 0.6
-    """Constant diffusion coefficient of the flow policy."""
+    sigma_max: float = 8.0
+    """Diffusion coefficient at t = 0 (exponential schedule). Large, so that a^(N) hardly depends on the
+    prior draw a^(0): the policy cannot reweight its fixed prior, so only a tilt of a^(0:N) given a^(0)
+    is reachable, and the closer a^(N) is to independent of a^(0), the closer that is to p*."""
+    sigma_min: float = 0.3
+    """Diffusion coefficient at t = 1."""
     num_steps: int = 16
     """Generation steps."""
+    width: int = 64
+    """Drift MLP width."""
+    depth: int = 2
+    """Drift MLP hidden layers."""
     pretrain_steps: int = 3000
     """Bridge-matching steps for the old policy."""
     iterations: int = 5
     """Mirror-descent iterations K (lambda = K * beta each)."""
-    updates_per_iteration: int = 100
+    updates_per_iteration: int = 200
     """Gradient steps per iteration, each on a minibatch of the iteration's stored old paths."""
-    paths_per_iteration: int = 8192
+    paths_per_iteration: int = 16384
     """Old paths sampled per iteration."""
-    minibatch: int = 1024
+    minibatch: int = 4096
     """Paths per gradient step."""
-    lr: float = 3e-4
-    """Adam learning rate (pretraining and updates)."""
+    lr: float = 3e-3
+    """Adam learning rate of the GSB-MDPO updates."""
     step_clip: float = 0.5
     """c_step (eq. 19)."""
     path_clip: float = 1.0
@@ -67,7 +74,7 @@ class Args:
     """Samples used to estimate quadrant masses."""
     seed: int = 0
     """Random seed."""
-    out: Path | None = Path("toy_tilt.png")
+    out: Path | None = Path("runs/toy_tilt.png")
     """Where to write the figure (None: no figure)."""
 
 
@@ -87,31 +94,39 @@ def sample_terminal(policy: FlowPolicy, key, n: int) -> jax.Array:
 
 
 def pretrain_old_policy(args: Args, key) -> FlowPolicy:
-    """Brownian-bridge matching: regress f(x_t, t) on (x1 - x_t) / (1 - t) along bridges from
-    x0 ~ N(0, I) to x1 ~ mixture with diffusion sigma; the projected SDE has the mixture at t = 1."""
-    spec = PolicySpec(obs_dim=1, act_dim=2, num_steps=args.num_steps, width=128, depth=3,
-                      time_embed_dim=16, output_scale=1.0, sigma_schedule="constant",
-                      sigma_max=args.sigma, sigma_min=args.sigma, squash="none")  # fmt: skip
+    """Discrete Brownian-bridge matching: along Gaussian random walks with the sampler's own step
+    variances s_n = sigma(t_n)^2 dt, from x0 ~ N(0, I) pinned at x1 ~ mixture, regress the drift on the
+    bridge's mean increment s_n (x1 - a_n) / ((nu_N - nu_n) dt), nu_n = sum_{m<n} s_m. The Markov chain
+    with that drift has (up to the last step's noise) the mixture as its a^(N) marginal, and the large
+    early noise makes a^(N) nearly independent of a^(0), which the policy cannot reweight."""
+    spec = PolicySpec(obs_dim=1, act_dim=2, num_steps=args.num_steps, width=args.width, depth=args.depth,
+                      time_embed_dim=16, output_scale=1.0, sigma_schedule="exponential",
+                      sigma_max=args.sigma_max, sigma_min=args.sigma_min, squash="none")  # fmt: skip
     init_key, key = jax.random.split(key)
     policy = make_policy(spec, key=init_key)
-    optimizer = optax.adam(args.lr * 3)
+    dt = 1.0 / args.num_steps
+    step_var = policy.sigmas() ** 2 * dt
+    nu = jnp.concatenate([jnp.zeros(1), jnp.cumsum(step_var)])  # nu_0..nu_N
+    optimizer = optax.adam(1e-3)  # pretraining has its own, fixed rate
     params, static = eqx.partition(policy, eqx.is_inexact_array)
     opt_state = optimizer.init(params)
 
     def loss(params, key):
         policy = eqx.combine(params, static)
-        k0, k1, km, kt, kb = jax.random.split(key, 5)
-        n = 1024
-        x0 = jax.random.normal(k0, (n, 2))
-        x1 = jnp.asarray(MODES)[jax.random.randint(km, (n,), 0, 4)] + args.mode_std * jax.random.normal(
-            k1, (n, 2)
-        )
-        t = jax.random.randint(kt, (n,), 0, args.num_steps) / args.num_steps  # the sampler's grid
-        bridge_std = args.sigma * jnp.sqrt(t * (1 - t))[:, None]
-        xt = (1 - t)[:, None] * x0 + t[:, None] * x1 + bridge_std * jax.random.normal(kb, (n, 2))
-        target = (x1 - xt) / (1 - t)[:, None]
-        pred = jax.vmap(policy.drift)(jnp.zeros((n, 1)), xt, t)
-        return jnp.mean(jnp.sum((pred - target) ** 2, -1) * (1 - t))  # weight tames the t -> 1 variance
+        k0, k1, km, kn, kb = jax.random.split(key, 5)
+        n_samples = 1024
+        x0 = jax.random.normal(k0, (n_samples, 2))
+        modes = jnp.asarray(MODES)[jax.random.randint(km, (n_samples,), 0, 4)]
+        x1 = modes + args.mode_std * jax.random.normal(k1, (n_samples, 2))
+        n = jax.random.randint(kn, (n_samples,), 0, args.num_steps)
+        w = (nu[n] / nu[-1])[:, None]
+        bridge_std = jnp.sqrt(nu[n] * (nu[-1] - nu[n]) / nu[-1])[:, None]
+        an = x0 + w * (x1 - x0) + bridge_std * jax.random.normal(kb, (n_samples, 2))
+        remaining = (nu[-1] - nu[n])[:, None]
+        target = step_var[n][:, None] * (x1 - an) / (remaining * dt)
+        pred = jax.vmap(policy.drift)(jnp.zeros((n_samples, 1)), an, n / args.num_steps)
+        # Weighted by the remaining variance so the near-deterministic last steps do not dominate.
+        return jnp.mean(jnp.sum((pred - target) ** 2, -1) * remaining[:, 0])
 
     @eqx.filter_jit
     def step(params, opt_state, key):
@@ -203,6 +218,7 @@ def plot(args: Args, old_x, new_x, tilt, result) -> None:
     for ax in axes:
         ax.set_aspect("equal")
     fig.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=80)
     plt.close(fig)
 

@@ -2,21 +2,12 @@
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import optax
 
 from gsbpolicy import RunningNorm
+from gsbpolicy._networks import ACTIVATIONS
 
 from .config import CriticArgs, OptimArgs
-
-ACTIVATIONS = {
-    "silu": jax.nn.silu,
-    "elu": jax.nn.elu,
-    "relu": jax.nn.relu,
-    "tanh": jnp.tanh,
-    "gelu": jax.nn.gelu,
-    "mish": jax.nn.mish,
-}
 
 
 class ValueMLP(eqx.Module):
