@@ -108,8 +108,10 @@ def path_log_probs_and_drifts(
 ) -> tuple[StepValues, Drifts]:
     """Per-step log-densities and drifts of a stored path under `drift_fn`.
 
-    The steps are independent given the path, so they are evaluated in parallel (one batched MLP call
-    over the N steps) rather than sequentially as in sampling.
+    The steps are independent given the path, but they are evaluated one after the other (`lax.map`):
+    under the caller's batch vmap each step is then one [batch, width] matmul chain whose activations
+    stay in cache, which measured 1.7x faster for a training update (3x256 MLP, 16 steps, 6144 paths on
+    CPU; `python -m trainers.bench_update`) than vmapping over steps as well.
     """
     num_steps = path.shape[0] - 1
     dt = 1.0 / num_steps
@@ -119,4 +121,4 @@ def path_log_probs_and_drifts(
         f = drift_fn(a, t)
         return gaussian_log_prob(a_next, a + dt * f, _step_std(schedule, t, dt)), f
 
-    return jax.vmap(one)(path[:-1], path[1:], ts)
+    return jax.lax.map(lambda step: one(*step), (path[:-1], path[1:], ts))
