@@ -59,10 +59,17 @@ def test_run_folder_is_complete_and_loadable(reference_run):
     assert policy.spec.env_id == "InvertedPendulum-v5" and policy.spec.num_steps == 4
 
 
-def test_tensorboard_scalars_are_written(tmp_path):
-    args = tiny_args(tmp_path, "tb", total_steps=64, log={"tensorboard": True, "progress": False})
-    Trainer(GsbMdpo(args.algo), args).run()
+def test_tensorboard_scalars_and_onnx_export(tmp_path):
+    args = tiny_args(
+        tmp_path, "tb", total_steps=64, log={"tensorboard": True, "progress": False, "export_onnx": True}
+    )
+    policy_dir = Trainer(GsbMdpo(args.algo), args).run()
     assert list((args.output_dir / "tensorboard").glob("events.out.tfevents.*"))
+    from export.runtime import OnnxPolicy
+
+    obs = np.linspace(-1, 1, 4, dtype=np.float32)
+    onnx_action, _ = OnnxPolicy(policy_dir / "policy.onnx").predict(obs)
+    np.testing.assert_allclose(onnx_action, GSBPolicy.from_pretrained(policy_dir).predict(obs)[0], atol=1e-5)
 
 
 def test_same_seed_gives_identical_metrics(tmp_path, reference_run):

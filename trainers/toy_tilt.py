@@ -9,7 +9,7 @@ the exponential tilt p*(x) proportional to p_old(x) exp(A(x) / beta) (Propositio
    exp(A / beta) (P_K proportional to P_0 exp(sum_k A / (K beta))); each iteration samples old paths and
    takes gradient steps on the clipped path-ratio loss (eqs. 19-20) reusing them.
 
-    python -m trainers.toy_tilt [--iterations 5] [--out runs/toy_tilt.png]
+    python -m trainers.toy_tilt [--iterations 2] [--out runs/toy_tilt.png]
 
 Prints the target and learned quadrant masses and their L1 error (the paper reports 0.100).
 """
@@ -56,9 +56,9 @@ class Args:
     """Drift MLP hidden layers."""
     pretrain_steps: int = 3000
     """Bridge-matching steps for the old policy."""
-    iterations: int = 5
+    iterations: int = 2
     """Mirror-descent iterations K (lambda = K * beta each)."""
-    updates_per_iteration: int = 200
+    updates_per_iteration: int = 600
     """Gradient steps per iteration, each on a minibatch of the iteration's stored old paths."""
     paths_per_iteration: int = 16384
     """Old paths sampled per iteration."""
