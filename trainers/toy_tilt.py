@@ -50,15 +50,15 @@ class Args:
     """Diffusion coefficient at t = 1."""
     num_steps: int = 16
     """Generation steps."""
-    width: int = 64
+    width: int = 128
     """Drift MLP width."""
-    depth: int = 2
+    depth: int = 3
     """Drift MLP hidden layers."""
-    pretrain_steps: int = 3000
+    pretrain_steps: int = 8000
     """Bridge-matching steps for the old policy."""
     iterations: int = 2
     """Mirror-descent iterations K (lambda = K * beta each)."""
-    updates_per_iteration: int = 600
+    updates_per_iteration: int = 300
     """Gradient steps per iteration, each on a minibatch of the iteration's stored old paths."""
     paths_per_iteration: int = 16384
     """Old paths sampled per iteration."""
