@@ -114,9 +114,14 @@ def _read_tensors(weights_path: Path) -> dict[str, np.ndarray]:
 
 def load_weights(spec: PolicySpec, weights_path: str | os.PathLike) -> FlowPolicy:
     """Build the skeleton for `spec` and fill it from a safetensors file, checking every key."""
+    return load_into(eqx.filter_eval_shape(make_policy, spec, key=jax.random.key(0)), weights_path)
+
+
+def load_into(skeleton, weights_path: str | os.PathLike):
+    """Fill a module skeleton (arrays as `jax.ShapeDtypeStruct`, e.g. from `eqx.filter_eval_shape`) from a
+    safetensors file, checking every tensor's name, shape and dtype."""
     weights_path = Path(weights_path)
     tensors = _read_tensors(weights_path)
-    skeleton = eqx.filter_eval_shape(make_policy, spec, key=jax.random.key(0))
     leaves, treedef = jax.tree_util.tree_flatten_with_path(skeleton, is_leaf=_is_leaf_array)
     filled, used = [], set()
     for path, leaf in leaves:
