@@ -1,0 +1,315 @@
+"""Run a benchmark suite: every task x method (or ablation variant) x seed, one trainer subprocess each.
+
+    python -m trainers.benchmark --suite cpu-gym [--methods gsb_mdpo fpo] [--seeds 0 1] [--resume]
+
+Suites are data (`trainers.suites`). Each run is `python -m trainers.<method> --preset <suite preset> --env
+<task> --seed <s> --total-steps <budget> <suite overrides> <variant overrides>` in its own process, so its
+wall-clock and memory (RSS of the process tree, sampled; device memory through nvidia-smi on GPUs) are its
+own. As each run finishes, one line goes into `hub_cards/results/<suite>.runs.jsonl` (the committed raw
+record: curve, final evaluation, cost, hardware, commit) and the summaries are regenerated from it
+(`hub_cards.aggregate`). Finished runs are skipped; with `--resume` an interrupted run continues from its
+checkpoint. Ctrl-C or a crash loses at most the run in progress, which `--resume` then continues.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import tyro
+
+from .suites import SUITES, Suite, Variant, available_methods
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchArgs:
+    """Run (part of) a benchmark suite; finished runs are skipped."""
+
+    suite: str
+    """Suite name (see trainers/suites.py): paper-playground, paper-gym, cpu-gym, cpu-playground,
+    ablation-cpu, compute-cpu, compute-gpu."""
+    methods: tuple[str, ...] = ()
+    """Methods or ablation variants to run (default: all of the suite's whose trainer exists here)."""
+    tasks: tuple[str, ...] = ()
+    """Subset of the suite's tasks (default: all)."""
+    seeds: tuple[int, ...] = ()
+    """Subset of the suite's seeds (default: all)."""
+    resume: bool = False
+    """Continue interrupted runs from their checkpoints (without it an interrupted run is an error)."""
+    runs_dir: Path = Path("runs/bench")
+    """Where run folders go: <runs_dir>/<suite>/<task>/<variant>/seed_<s>."""
+    results_dir: Path = Path("hub_cards/results")
+    """Where the run ledger and the generated summaries go."""
+    dry_run: bool = False
+    """Print the commands without running them."""
+
+
+# ---------------------------------------------------------------------------------------------- ledger
+def ledger_path(results_dir: Path, suite: str) -> Path:
+    return results_dir / f"{suite}.runs.jsonl"
+
+
+def read_ledger(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number} is not valid JSON ({err}); fix or remove that line") from err
+    return records
+
+
+def append_ledger(path: Path, record: dict) -> None:
+    """Rewrite the ledger with one more line, atomically (a crash leaves the old or the new file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = (path.read_text() if path.exists() else "") + json.dumps(record, sort_keys=True) + "\n"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def run_key(record: dict) -> tuple[str, str, int]:
+    return record["task"], record["variant"], record["seed"]
+
+
+# ---------------------------------------------------------------------------------------------- one run
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def run_dir(args: BenchArgs, suite: Suite, task: str, variant: Variant, seed: int) -> Path:
+    return args.runs_dir / suite.name / task / slug(variant.name) / f"seed_{seed}"
+
+
+def command(suite: Suite, task: str, variant: Variant, seed: int, directory: Path, resume: bool) -> list[str]:
+    return [
+        sys.executable, "-m", f"trainers.{variant.method}", "--preset", suite.preset, "--env", task,
+        "--seed", str(seed), "--total-steps", str(suite.total_steps), "--output-dir", str(directory),
+        *suite.args, *variant.args, *(["--resume"] if resume else []),
+    ]  # fmt: skip
+
+
+class MemorySampler:
+    """Samples the RSS of a process and its children (and their GPU memory, where nvidia-smi exists)."""
+
+    def __init__(self, pid: int, interval: float = 0.25):
+        import psutil
+
+        self._process = psutil.Process(pid)
+        self._interval = interval
+        self._gpu = shutil.which("nvidia-smi") is not None
+        self.rss: list[float] = []
+        self.gpu: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _pids(self) -> list:
+        import psutil
+
+        try:
+            return [self._process, *self._process.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def _gpu_mib(self, pids: set[int]) -> float:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+        rows = [line.split(",") for line in out.stdout.splitlines() if "," in line]
+        return sum(float(mib) for pid, mib in rows if int(pid) in pids)
+
+    def _loop(self) -> None:
+        import psutil
+
+        while not self._stop.wait(self._interval):
+            total, pids = 0, set()
+            for process in self._pids():
+                try:
+                    total += process.memory_info().rss
+                    pids.add(process.pid)
+                except psutil.NoSuchProcess:
+                    pass
+            if total:
+                self.rss.append(total / 2**20)
+            if self._gpu and pids:
+                self.gpu.append(self._gpu_mib(pids))
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+
+        def stats(samples):
+            return (max(samples), sum(samples) / len(samples)) if samples else (None, None)
+
+        (peak, mean), (gpu_peak, gpu_mean) = stats(self.rss), stats(self.gpu)
+        return {
+            "peak_rss_mib": peak,
+            "mean_rss_mib": mean,
+            "peak_gpu_mib": gpu_peak,
+            "mean_gpu_mib": gpu_mean,
+        }
+
+
+def execute(cmd: list[str], directory: Path) -> dict:
+    """Run one trainer; returns its wall-clock and memory. Output goes to <run>/train.log."""
+    directory.mkdir(parents=True, exist_ok=True)
+    # Device memory is measured, so XLA must not preallocate most of the GPU up front.
+    env = {**os.environ, "TQDM_DISABLE": "1", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    start = time.perf_counter()
+    with (directory / "train.log").open("a") as log:
+        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        sampler = MemorySampler(process.pid)
+        try:
+            code = process.wait()
+        finally:
+            if process.poll() is None:
+                process.kill()
+            memory = sampler.stop()
+    if code != 0:
+        tail = "".join((directory / "train.log").read_text().splitlines(keepends=True)[-30:])
+        raise RuntimeError(
+            f"exit code {code}: {' '.join(cmd)}\n--- {directory / 'train.log'} (tail) ---\n{tail}"
+        )
+    return {"wall_s": time.perf_counter() - start, **memory}
+
+
+def _cost_so_far(directory: Path) -> dict:
+    path = directory / "bench_cost.json"
+    return json.loads(path.read_text()) if path.exists() else {"wall_s": 0.0, "attempts": 0}
+
+
+def _accumulate_cost(directory: Path, attempt: dict) -> dict:
+    """Wall-clock adds up over resumed attempts; memory keeps the worst attempt."""
+    cost = _cost_so_far(directory)
+    cost["wall_s"] += attempt["wall_s"]
+    cost["attempts"] += 1
+    for name in ("peak_rss_mib", "peak_gpu_mib", "mean_rss_mib", "mean_gpu_mib"):
+        values = [v for v in (cost.get(name), attempt[name]) if v is not None]
+        cost[name] = max(values) if values else None
+    tmp = directory / ".bench_cost.json.tmp"
+    tmp.write_text(json.dumps(cost))
+    os.replace(tmp, directory / "bench_cost.json")
+    return cost
+
+
+def collect_record(suite: Suite, task: str, variant: Variant, seed: int, directory: Path) -> dict:
+    """The ledger line of a finished run, from its run folder."""
+    lines = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in lines if r["type"] == "eval"]
+    trains = [r for r in lines if r["type"] == "train"]
+    run = json.loads((directory / "run.json").read_text())
+    results = json.loads((directory / "policy" / "results.json").read_text())
+    curve = {
+        "env_steps": [r["env_steps"] for r in evals],
+        "deterministic": [r["eval/return_deterministic"] for r in evals],
+        "stochastic": [r.get("eval/return_stochastic") for r in evals],
+    }
+    clip = [(r["env_steps"], r["train/step_clip_frac"]) for r in trains if "train/step_clip_frac" in r]
+    return {
+        "suite": suite.name, "task": task, "variant": variant.name, "method": variant.method, "seed": seed,
+        "command": " ".join(command(suite, task, variant, seed, directory, False)[1:]),
+        "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
+        "curve": curve,
+        "step_clip_frac": {"env_steps": [c[0] for c in clip], "value": [c[1] for c in clip]} if clip else None,
+        "cost": _cost_so_far(directory),
+        "git": run["git"], "packages": run["packages"], "device": run["device"],
+        "hardware": hardware(),
+        "finished": results["date"],
+    }  # fmt: skip
+
+
+def hardware() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = None
+    if shutil.which("nvidia-smi"):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)  # fmt: skip
+        gpu = ", ".join(sorted(set(out.stdout.split("\n")) - {""})) or None
+    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu}
+
+
+# ---------------------------------------------------------------------------------------------- suite
+def plan(args: BenchArgs, suite: Suite) -> list[tuple[str, Variant, int]]:
+    """The runs to do, seed-major so that a partial suite covers every method first."""
+    present = set(available_methods())
+    names = args.methods or tuple(v.name for v in suite.variants if v.method in present)
+    variants = [suite.variant(name) for name in names]
+    missing = sorted({v.method for v in variants} - present)
+    if missing:
+        raise SystemExit(f"trainers not in this checkout: {missing}")
+    for task in args.tasks:
+        if task not in suite.tasks:
+            raise SystemExit(f"suite {suite.name!r} has no task {task!r}; it has {list(suite.tasks)}")
+    for seed in args.seeds:
+        if seed not in suite.seeds:
+            raise SystemExit(f"suite {suite.name!r} has no seed {seed}; it has {list(suite.seeds)}")
+    tasks = args.tasks or suite.tasks
+    seeds = args.seeds or suite.seeds
+    return [(task, variant, seed) for seed in seeds for task in tasks for variant in variants]
+
+
+def run_suite(args: BenchArgs) -> int:
+    if args.suite not in SUITES:
+        raise SystemExit(f"unknown suite {args.suite!r}; suites: {sorted(SUITES)}")
+    suite = SUITES[args.suite]
+    ledger = ledger_path(args.results_dir, suite.name)
+    done = {run_key(r) for r in read_ledger(ledger)}
+    failures = []
+    todo = [run for run in plan(args, suite) if (run[0], run[1].name, run[2]) not in done]
+    print(f"suite {suite.name}: {len(todo)} runs to do ({suite.budget_note})")
+    for number, (task, variant, seed) in enumerate(todo, 1):
+        directory = run_dir(args, suite, task, variant, seed)
+        finished = (directory / "policy" / "results.json").exists()
+        started = (directory / "metrics.jsonl").exists() or (directory / "checkpoint").exists()
+        if started and not finished and not args.resume:
+            raise SystemExit(f"{directory} holds an interrupted run; pass --resume to continue it")
+        cmd = command(suite, task, variant, seed, directory, resume=started and not finished)
+        print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: {' '.join(cmd[1:])}", flush=True)
+        if args.dry_run:
+            continue
+        if not finished:
+            try:
+                _accumulate_cost(directory, execute(cmd, directory))
+            except RuntimeError as err:
+                print(f"FAILED {err}", file=sys.stderr, flush=True)
+                failures.append((task, variant.name, seed))
+                continue
+        record = collect_record(suite, task, variant, seed, directory)
+        append_ledger(ledger, record)
+        print(f"    final return {record['final']['mean']:.1f}, {record['cost']['wall_s']:.0f} s", flush=True)
+        _aggregate(suite.name, args.results_dir)
+    if failures:
+        print(f"{len(failures)} runs failed: {failures}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _aggregate(suite: str, results_dir: Path) -> None:
+    from hub_cards.aggregate import write_suite
+
+    write_suite(suite, results_dir)
+
+
+def main(argv=None) -> None:
+    args = tyro.cli(BenchArgs, args=argv, description=__doc__)
+    sys.exit(run_suite(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Benchmark suites as data: tasks, budget, seeds, the preset each method starts from, overrides, protocol.
+
+A suite run is (task x variant x seed). A *variant* is a method (a `trainers.<method>` module) plus extra
+CLI arguments, so ablations are suites too. `python -m trainers.benchmark --suite NAME` runs one.
+
+The paper suites reproduce Tables 1-2 exactly (each method's own column, the shared rollout rows) and need
+GPUs. The CPU suites keep each method's paper column (networks, learning rates, algorithm coefficients)
+and shrink only the rollout geometry and the budget, so that one method x task x seed fits in about
+30 minutes on a 2-core CPU; `budget_note` says how the budget was chosen.
+"""
+
+import dataclasses
+import importlib.util
+
+METHODS = ("gaussian_ppo", "ppo", "dppo", "fpo", "genpo", "gsb_mdpo")
+"""Every trainer module the benchmark knows, in table order (`trainers.<name>`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One column of a suite's table."""
+
+    name: str
+    """Column name (the method name for plain methods, e.g. `gsb_mdpo:lambda=0` for ablations)."""
+    method: str
+    """Trainer module under `trainers`."""
+    args: tuple[str, ...] = ()
+    """Extra CLI arguments for this variant only."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    tasks: tuple[str, ...]
+    total_steps: int
+    seeds: tuple[int, ...]
+    preset: str
+    """The preset every method starts from (each method's own column of the paper's table)."""
+    variants: tuple[Variant, ...]
+    args: tuple[str, ...] = ()
+    """CLI overrides shared by every variant (the CPU suites' rollout geometry)."""
+    eval_protocol: str = ""
+    budget_note: str = ""
+    kind: str = "benchmark"
+    """"benchmark" (returns tables and curves), "ablation" (adds the clip-fraction curve) or "compute"
+    (the paper's Table 3: wall-clock and memory relative to same-pipeline Gaussian PPO)."""
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise KeyError(f"suite {self.name!r} has no method/variant {name!r}; it has {self.variant_names}")
+
+    @property
+    def variant_names(self) -> list[str]:
+        return [v.name for v in self.variants]
+
+
+def available_methods() -> list[str]:
+    """The trainer modules present in this checkout."""
+    return [m for m in METHODS if importlib.util.find_spec(f"trainers.{m}") is not None]
+
+
+def _methods(*names: str) -> tuple[Variant, ...]:
+    return tuple(Variant(name, name) for name in names)
+
+
+PAPER_METHODS = ("gaussian_ppo", "dppo", "fpo", "genpo", "gsb_mdpo")
+"""The paper's columns: PPO is the same-pipeline Gaussian PPO (the FPO reference's PPO on Playground,
+FlowRL's on Gym-MuJoCo), not Stable-Baselines3."""
+
+PLAYGROUND_PROTOCOL = (
+    "128 fresh envs x one 1000-step episode, deterministic (ODE / Gaussian mean), 10 evaluations"
+)
+GYM_PROTOCOL = "10 episodes in a vector env, deterministic (ODE / Gaussian mean), every 1M env steps"
+
+# CPU geometry for Gymnasium tasks: 32 envs x 64 steps = 2048 transitions, 4 minibatches x 512, 4 epochs.
+# The update's cost per env step (epochs x forward/backward per sample) is the paper's; only the batch is
+# smaller, which gives more iterations per env step at this budget.
+_CPU_GYM_GEOMETRY = ("--rollout.num-envs", "32", "--rollout.unroll-length", "64", "--rollout.num-minibatches", "4",
+                     "--rollout.epochs", "4", "--eval.interval-steps", "0", "--eval.num-evals", "10")  # fmt: skip
+# CPU geometry for Playground tasks: 256 envs x 30 steps x 4 unrolls, 8 minibatches of 128 sequences, 16 epochs.
+_CPU_PLAYGROUND_GEOMETRY = ("--rollout.num-envs", "256", "--rollout.unrolls-per-iteration", "4",
+                            "--rollout.num-minibatches", "8", "--eval.num-envs", "32")  # fmt: skip
+
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite(
+            name="paper-playground",
+            description="Paper Table 1: eight MuJoCo Playground tasks. The paper names seven; CartpoleSwingup "
+            "is our choice for the eighth.",
+            tasks=(
+                "BallInCup",
+                "CheetahRun",
+                "FingerSpin",
+                "FingerTurnEasy",
+                "FingerTurnHard",
+                "ReacherEasy",
+                "ReacherHard",
+                "CartpoleSwingup",
+            ),  # fmt: skip
+            total_steps=60_000_000,
+            seeds=(0, 1, 2, 3, 4),
+            preset="playground",
+            variants=_methods(*PAPER_METHODS),
+            eval_protocol=PLAYGROUND_PROTOCOL,
+            budget_note="the paper's budget; needs a GPU",
+        ),
+        Suite(
+            name="paper-gym",
+            description="Paper Table 2: six Gymnasium MuJoCo v5 tasks.",
+            tasks=("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "Swimmer-v5", "Walker2d-v5"),
+            total_steps=40_000_000,
+            seeds=(0, 1, 2, 3, 4),
+            preset="gym",
+            variants=_methods(*PAPER_METHODS),
+            eval_protocol=GYM_PROTOCOL,
+            budget_note="the paper's budget; needs a GPU",
+        ),
+        Suite(
+            name="cpu-gym",
+            description="Two Gymnasium MuJoCo v5 tasks on a 2-core CPU; each method's Table 2 column with a "
+            "smaller rollout geometry.",
+            tasks=("Hopper-v5", "HalfCheetah-v5"),
+            total_steps=1_000_000,
+            seeds=(0, 1, 2),
+            preset="gym",
+            variants=_methods(*PAPER_METHODS),
+            args=_CPU_GYM_GEOMETRY,
+            eval_protocol="10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations",
+            budget_note="1M env steps: 1/40 of the paper's budget, sized so that one run takes <= 30 min on 2 cores",
+        ),
+        Suite(
+            name="cpu-playground",
+            description="Two MuJoCo Playground tasks on a 2-core CPU; each method's Table 1 column with a "
+            "smaller rollout geometry.",
+            tasks=("CartpoleSwingup", "ReacherEasy"),
+            total_steps=3_000_000,
+            seeds=(0, 1, 2),
+            preset="playground",
+            variants=_methods(*PAPER_METHODS),
+            args=_CPU_PLAYGROUND_GEOMETRY,
+            eval_protocol="32 fresh envs x one 1000-step episode, deterministic (ODE / Gaussian mean), 10 evaluations",
+            budget_note="3M env steps: 1/20 of the paper's budget, sized so that one run takes <= 30 min on 2 cores",
+        ),
+        Suite(
+            name="ablation-cpu",
+            description="Paper Section 5.3 ablations of GSB-MDPO on Hopper-v5 (Table 2 column, CPU geometry). "
+            "Deterministic-ODE vs stochastic evaluation is read from every run's evaluations.",
+            tasks=("Hopper-v5",),
+            total_steps=1_000_000,
+            seeds=(0, 1, 2),
+            preset="gym",
+            variants=(
+                Variant("gsb_mdpo", "gsb_mdpo"),
+                Variant("lambda=0", "gsb_mdpo", ("--algo.kl-coef", "0")),
+                Variant("eta=0", "gsb_mdpo", ("--algo.ref-mix", "0")),
+                Variant("no clip", "gsb_mdpo", ("--algo.step-clip", "1e9", "--algo.path-clip", "1e9")),
+                Variant("N=4", "gsb_mdpo", ("--policy.num-steps", "4")),
+                Variant("N=8", "gsb_mdpo", ("--policy.num-steps", "8")),
+                Variant("N=32", "gsb_mdpo", ("--policy.num-steps", "32")),
+            ),
+            args=_CPU_GYM_GEOMETRY,
+            eval_protocol="10 episodes, deterministic ODE and stochastic SDE at each of 10 evaluations",
+            budget_note="1M env steps, as cpu-gym; the default variant has N=16 generation steps",
+            kind="ablation",
+        ),
+        Suite(
+            name="compute-cpu",
+            description="Paper Table 3 layout on HalfCheetah-v5: every method's Table 2 column and geometry "
+            "(1024 envs x 24 steps), same env-step budget, one seed, run one after another on this machine.",
+            tasks=("HalfCheetah-v5",),
+            total_steps=98_304,
+            seeds=(0,),
+            preset="gym",
+            variants=_methods(*PAPER_METHODS),
+            args=(
+                "--eval.interval-steps",
+                "0",
+                "--eval.num-evals",
+                "1",
+                "--eval.final-episodes",
+                "2",
+                "--eval.episodes",
+                "2",
+            ),  # fmt: skip
+            eval_protocol="one 2-episode evaluation at the end (kept small: the table measures training cost)",
+            budget_note="4 iterations of the paper's geometry (the paper used 5M steps on a GPU)",
+            kind="compute",
+        ),
+        Suite(
+            name="compute-gpu",
+            description="Paper Table 3 layout on HalfCheetah-v5 with the paper's geometry, for a GPU machine.",
+            tasks=("HalfCheetah-v5",),
+            total_steps=5_013_504,
+            seeds=(0,),
+            preset="gym",
+            variants=_methods(*PAPER_METHODS),
+            eval_protocol=GYM_PROTOCOL,
+            budget_note="the paper's 5M env steps",
+            kind="compute",
+        ),
+    )
+}
