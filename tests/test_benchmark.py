@@ -1,0 +1,116 @@
+"""The benchmark runner and the ledger-generated summaries: a real (tiny) suite run, skipping and resume
+rules, the aggregation arithmetic, and that the committed summaries match the committed ledgers."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hub_cards import aggregate
+from trainers import benchmark
+from trainers.suites import SUITES, Suite, Variant
+
+TINY_TRAINER = ("--rollout.num-envs", "4", "--rollout.unroll-length", "16", "--rollout.num-minibatches", "2",
+                "--rollout.epochs", "1", "--policy.num-steps", "2", "--policy.width", "8", "--policy.depth", "1",
+                "--critic.width", "8", "--critic.depth", "1", "--eval.num-evals", "2", "--eval.episodes", "1",
+                "--eval.final-episodes", "2")  # fmt: skip
+
+
+@pytest.fixture
+def tiny_suite(monkeypatch):
+    suite = Suite(
+        name="tiny",
+        description="test suite.",
+        tasks=("InvertedPendulum-v5",),
+        total_steps=128,
+        seeds=(0, 1),
+        preset="cpu",
+        variants=(Variant("gsb_mdpo", "gsb_mdpo"), Variant("lambda=0", "gsb_mdpo", ("--algo.kl-coef", "0"))),
+        args=TINY_TRAINER,
+        budget_note="tiny",
+        kind="ablation",
+    )
+    monkeypatch.setitem(SUITES, "tiny", suite)
+    return suite
+
+
+def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, capsys):
+    args = benchmark.BenchArgs(suite="tiny", methods=("lambda=0",), seeds=(0,), runs_dir=tmp_path / "runs",
+                               results_dir=tmp_path / "results")  # fmt: skip
+    assert benchmark.run_suite(args) == 0
+    (record,) = benchmark.read_ledger(tmp_path / "results" / "tiny.runs.jsonl")
+    assert (record["task"], record["variant"], record["seed"]) == ("InvertedPendulum-v5", "lambda=0", 0)
+    assert "--algo.kl-coef 0" in record["command"] and record["final"]["env_steps"] == 128
+    assert record["cost"]["wall_s"] > 0 and record["cost"]["peak_rss_mib"] > 50
+    assert len(record["curve"]["env_steps"]) == 2 and len(record["step_clip_frac"]["value"]) == 2
+    summary = json.loads((tmp_path / "results" / "tiny.json").read_text())
+    entry = summary["tasks"]["InvertedPendulum-v5"]["lambda=0"]
+    assert entry["final_mean"] == pytest.approx(record["final"]["mean"], abs=1e-3) and entry["final_std"] == 0
+    assert (tmp_path / "results" / "tiny.png").read_bytes()[:4] == b"\x89PNG"
+    assert "lambda=0" in (tmp_path / "results" / "tiny.md").read_text()
+    # Finished runs are skipped: a second call has nothing to do.
+    capsys.readouterr()
+    assert benchmark.run_suite(args) == 0
+    assert "0 runs to do" in capsys.readouterr().out
+
+
+def test_interrupted_run_needs_resume(tiny_suite, tmp_path):
+    args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(1,), runs_dir=tmp_path / "runs",
+                               results_dir=tmp_path / "results", dry_run=True)  # fmt: skip
+    directory = benchmark.run_dir(args, tiny_suite, "InvertedPendulum-v5", tiny_suite.variants[0], 1)
+    directory.mkdir(parents=True)
+    (directory / "metrics.jsonl").write_text("")
+    with pytest.raises(SystemExit, match="--resume"):
+        benchmark.run_suite(args)
+    resumed = benchmark.BenchArgs(**{**vars(args), "resume": True})
+    assert benchmark.run_suite(resumed) == 0  # dry run: prints the --resume command
+
+
+def test_unknown_names_are_refused(tiny_suite):
+    with pytest.raises(SystemExit, match="unknown suite"):
+        benchmark.run_suite(benchmark.BenchArgs(suite="nope"))
+    with pytest.raises(KeyError, match="no method/variant"):
+        benchmark.plan(benchmark.BenchArgs(suite="tiny", methods=("sac",)), tiny_suite)
+    with pytest.raises(SystemExit, match="no task"):
+        benchmark.plan(benchmark.BenchArgs(suite="tiny", tasks=("Hopper-v5",)), tiny_suite)
+
+
+def _record(variant, seed, final, curve, cost=10.0):
+    return {"task": "InvertedPendulum-v5", "variant": variant, "method": "gsb_mdpo", "seed": seed,
+            "final": {"mean": final, "std": 0.0, "n_episodes": 2, "deterministic": True, "env_steps": 300},
+            "curve": {"env_steps": [100, 200, 300][: len(curve)], "deterministic": curve, "stochastic": curve},
+            "step_clip_frac": None, "cost": {"wall_s": cost, "peak_rss_mib": 100.0, "mean_rss_mib": 80.0},
+            "git": {"commit": "abc"}, "hardware": {"cpu": "x", "cores": 2, "gpu": None}}  # fmt: skip
+
+
+def test_summary_arithmetic(tiny_suite):
+    records = [_record("gsb_mdpo", 0, 10.0, [1.0, 2.0, 10.0]), _record("gsb_mdpo", 1, 20.0, [3.0, 4.0]),
+               _record("lambda=0", 0, 5.0, [0.0, 1.0, 5.0], cost=20.0)]  # fmt: skip
+    summary = aggregate.summarize("tiny", records)
+    entry = summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]
+    assert entry["final_mean"] == 15.0 and entry["final_std"] == 5.0  # population std across seeds
+    # Only evaluation points every seed reached enter the curve.
+    assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.0, 1.0]}
+    assert list(summary["tasks"]["InvertedPendulum-v5"]) == ["gsb_mdpo", "lambda=0"]  # suite order
+    table = aggregate.markdown(summary)
+    assert "**15.0 ± 5.0 (2)**" in table and "5.0 ± 0.0 (1)" in table
+
+
+def test_readme_block_is_replaced():
+    readme = "a\n<!-- suite:x:start -->\nold\n<!-- suite:x:end -->\nb\n"
+    assert aggregate.readme_with_tables(readme, {"x": "new\n"}) == (
+        "a\n<!-- suite:x:start -->\nnew\n<!-- suite:x:end -->\nb\n"
+    )
+
+
+def test_committed_summaries_match_committed_ledgers():
+    assert aggregate.stale_files() == [], "run `python -m hub_cards.aggregate` and commit the result"
+
+
+def test_suites_are_consistent():
+    for suite in SUITES.values():
+        assert len(set(suite.variant_names)) == len(suite.variants)
+        assert suite.kind in ("benchmark", "ablation", "compute")
+    assert SUITES["paper-playground"].total_steps == 60_000_000 and len(SUITES["paper-playground"].tasks) == 8
+    assert SUITES["paper-gym"].total_steps == 40_000_000 and len(SUITES["paper-gym"].seeds) == 5
+    assert np.all([s.startswith("--") for s in SUITES["cpu-gym"].args[::2]])
