@@ -1,0 +1,64 @@
+"""Baseline rows for a card, read from the committed benchmark summaries hub_cards/results/<suite>.json.
+
+The summaries are written by `python -m hub_cards.aggregate` (schema: suite, budget_env_steps,
+eval_protocol, tasks -> env id -> variant -> method / final_mean / final_std (population std across
+seeds) / seeds / env_steps ...; a variant is a method, or a method with extra arguments). A card only reads them; a malformed file is an error naming the file.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).parent / "results"
+
+METHOD_NAMES = {
+    "gsb_mdpo": "GSB-MDPO",
+    "gaussian_ppo": "Gaussian PPO",
+    "ppo": "PPO (SB3)",
+    "dppo": "DPPO",
+    "fpo": "FPO",
+    "genpo": "GenPO",
+}
+"""Display names of the trainers' algorithm ids (unknown ids are shown as they are)."""
+
+
+def method_name(algo: str) -> str:
+    return METHOD_NAMES.get(algo, algo)
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineRow:
+    suite: str
+    method: str
+    mean: float
+    std: float
+    num_seeds: int
+    env_steps: int
+    file: str
+
+
+def baseline_rows(env_id: str, results_dir: Path = RESULTS_DIR) -> list[BaselineRow]:
+    """One row per (suite, variant) with a final result on `env_id`: suites by file name, variants in order."""
+    rows = []
+    for path in sorted(results_dir.glob("*.json")):
+        try:
+            summary = json.loads(path.read_text())
+            suite, methods = summary["suite"], summary["tasks"].get(env_id, {})
+            for variant, entry in methods.items():  # the summary's order: the suite's variant order
+                method = method_name(entry.get("method", variant))
+                rows.append(
+                    BaselineRow(
+                        suite=suite,
+                        method=method if variant == entry.get("method", variant) else f"{method} ({variant})",
+                        mean=float(entry["final_mean"]),
+                        std=float(entry["final_std"]),
+                        num_seeds=len(entry["seeds"]),
+                        env_steps=int(entry["env_steps"]),
+                        file=f"hub_cards/results/{path.name}",
+                    )
+                )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ValueError(
+                f"benchmark summary {path} does not follow the summary schema ({err!r})"
+            ) from err
+    return rows

@@ -1,0 +1,211 @@
+"""The model card (README.md): Hub metadata in the SB3 / huggingface_sb3 / LeRobot conventions, and a
+body rendered from `card.md.jinja` with the numbers of the run's own files.
+
+Metadata: `library_name: gsbpolicy`, tags (env id, reinforcement-learning, flow-matching, the algorithm,
+robotics for robot bodies), license, and a `model-index` whose one result is task
+`reinforcement-learning`, dataset = env id, metric `mean_reward` = "mean +/- std" (population std over
+the final evaluation's episodes, as huggingface_sb3 writes it).
+"""
+
+from pathlib import Path
+
+from .baselines import RESULTS_DIR, baseline_rows, method_name
+from .command import SKIPPED, command_lines
+from .curves import CURVE_NAME, eval_series
+from .folder import CardSource
+
+TEMPLATE = Path(__file__).with_name("card.md.jinja")
+ARXIV_ID = "2603.21621"
+BIBTEX = """@article{gong2026gsbmdpo,
+  title   = {Path-Space Mirror Descent for On-Policy Reinforcement Learning under the Generalized
+             Schr{\\"o}dinger Bridge},
+  author  = {Gong, Yuehu and Wang, Zeyuan and Chen, Yulin and Ding, Shutong and Zhou, Qingyuan and Fu, Yanwei},
+  journal = {arXiv preprint arXiv:2603.21621},
+  year    = {2026}
+}"""
+"""Title and authors as in the paper's LaTeX source (gsb-mdpo.tex)."""
+
+ROBOT_ENVS = ("Ant", "HalfCheetah", "Hopper", "Humanoid", "Walker2d", "Swimmer", "Reacher", "Pusher",
+              "Cheetah", "Walker", "Finger", "Go1", "Spot", "Berkeley", "Panda", "Aloha", "Leap", "G1", "H1",
+              "T1", "Op3", "Apollo", "Barkour")  # fmt: skip
+"""Env-name prefixes of simulated robot bodies (tagged `robotics`); pendulums and cartpoles are not."""
+
+
+def is_robot(env_id: str) -> bool:
+    return env_id.startswith(ROBOT_ENVS)
+
+
+def is_gymnasium(env_id: str) -> bool:
+    """Gymnasium ids carry a version ("Hopper-v5"); Playground task names do not (the trainers' rule)."""
+    return "-v" in env_id
+
+
+def mean_reward(results: dict) -> str:
+    return f"{results['mean']:.2f} +/- {results['std']:.2f}"
+
+
+def default_repo_name(source: CardSource) -> str:
+    """huggingface_sb3's naming: `<algo>-<env id>` (underscores as dashes)."""
+    return f"{source.algo.replace('_', '-')}-{source.env_id}"
+
+
+def card_data(source: CardSource, repo_id: str, license: str):
+    from huggingface_hub import EvalResult, ModelCardData
+
+    env_id, algo_tag = source.env_id, source.algo.replace("_", "-")
+    tags = [env_id, "reinforcement-learning", "deep-reinforcement-learning", "flow-matching", algo_tag]
+    if is_robot(env_id):
+        tags.append("robotics")
+    tags.append("gsbpolicy")
+    result = EvalResult(
+        task_type="reinforcement-learning",
+        task_name="reinforcement-learning",
+        dataset_type=env_id,
+        dataset_name=env_id,
+        metric_type="mean_reward",
+        metric_name="mean_reward",
+        metric_value=mean_reward(source.results),
+    )
+    return ModelCardData(
+        library_name="gsbpolicy",
+        license=license,
+        tags=tags,
+        pipeline_tag="reinforcement-learning",
+        model_name=repo_id.split("/")[-1],
+        eval_results=[result],
+    )
+
+
+def _sigma_text(spec: dict) -> str:
+    if spec["sigma_schedule"] == "constant":
+        return f"= {spec['sigma_max']:g} (constant)"
+    return f"{spec['sigma_schedule']} from {spec['sigma_max']:g} at t = 0 to {spec['sigma_min']:g} at t = 1"
+
+
+def _squash_text(spec: dict) -> str:
+    bounds = f"[{', '.join(f'{x:g}' for x in spec['action_low'])}] .. [{', '.join(f'{x:g}' for x in spec['action_high'])}]"
+    if spec["squash"] == "tanh":
+        return f"a^(N) goes through tanh and is rescaled to the action bounds {bounds}."
+    if spec["squash"] == "clip":
+        return f"a^(N) is clipped to the action bounds {bounds}."
+    return "a^(N) is the action as it is (no squash)."
+
+
+def _protocol(source: CardSource) -> str:
+    results, args = source.results, source.run["args"]
+    mode = "deterministic (ODE)" if results["deterministic"] else "stochastic (SDE)"
+    n = results["n_episodes"]
+    if is_gymnasium(source.env_id):
+        where = (
+            f"Gymnasium's `{source.env_id}` with its own time limit and termination, run in a vector env of "
+            f"{min(n, 10)} sub-envs seeded apart from the training stream"
+        )
+    else:
+        rollout = args["rollout"]
+        where = (
+            f"fresh MuJoCo Playground `{source.env_id}` envs, one episode of at most "
+            f"{rollout['episode_length']} control steps each (action repeat {rollout['action_repeat']})"
+        )
+    text = (
+        f"After training, the {mode} policy ran {n} episodes in {where}. A return is the undiscounted sum of "
+        f"the env's rewards; the model-index value `mean_reward` is their mean +/- population std."
+    )
+    if is_gymnasium(source.env_id):
+        text += f" Re-run it with `gsbpolicy.evaluate(policy, {source.env_id!r}, n_episodes={n})`."
+    return text
+
+
+def _curve_protocol(args: dict, env_id: str) -> str:
+    evaluation = args["eval"]
+    if evaluation["interval_steps"] > 0:
+        when = f"every {evaluation['interval_steps']:,} env steps and at the end"
+    else:
+        when = f"at {evaluation['num_evals']} points spread evenly over training"
+    if is_gymnasium(env_id):
+        size = f"{evaluation['episodes']} episodes"
+    else:
+        size = f"{evaluation['num_envs']} fresh envs"
+    return f"{when}, {size} each, with the deterministic (ODE) and the stochastic (SDE) policy."
+
+
+def _flatten(args: dict) -> list[tuple[str, str]]:
+    rows = []
+    for name, value in args.items():
+        if name in SKIPPED:
+            continue
+        if isinstance(value, dict):
+            rows += [(f"{name}.{field}", str(inner)) for field, inner in value.items()]
+        else:
+            rows.append((name, str(value)))
+    return rows
+
+
+def _numbers(values: list, fmt: str) -> str:
+    return ", ".join(format(v, fmt) for v in values)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "an unrecorded time"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
+
+
+def _hardware(device: dict) -> str:
+    kind, count = device.get("device_kind", "?"), device.get("device_count", 1)
+    text = f"{count} x {kind}" if device.get("platform") != "cpu" else "CPU only"
+    return f"{text} ({device.get('cpu_count', '?')} CPU cores, {device.get('machine', '?')})"
+
+
+def render_card(
+    source: CardSource,
+    repo_id: str,
+    *,
+    license: str = "apache-2.0",
+    has_onnx: bool = False,
+    video_steps: int | None = None,
+    results_dir: Path = RESULTS_DIR,
+) -> str:
+    """The README.md text. `video_steps`: the length of replay.mp4 in env steps if the repo has one."""
+    from huggingface_hub import ModelCard
+
+    run, results = source.run, source.results
+    train = [r for r in source.metrics if r["type"] == "train"]
+    eval_series(source.metrics)  # fail early on a run without evaluation records
+    git = run["git"]
+    card = ModelCard.from_template(
+        card_data(source, repo_id, license),
+        template_str=TEMPLATE.read_text(),
+        repo_id=repo_id,
+        env_id=source.env_id,
+        method=method_name(source.algo),
+        arxiv_id=ARXIV_ID,
+        results=results,
+        mean_reward=mean_reward(results),
+        spec=source.spec,
+        sigma_text=_sigma_text(source.spec),
+        squash_text=_squash_text(source.spec),
+        is_gym=is_gymnasium(source.env_id),
+        episode_length=run["args"]["rollout"]["episode_length"],
+        has_onnx=has_onnx,
+        has_video=video_steps is not None,
+        video_steps=video_steps,
+        protocol=_protocol(source),
+        curve_protocol=_curve_protocol(run["args"], source.env_id),
+        baselines=baseline_rows(source.env_id, results_dir),
+        returns_text=_numbers(results["returns"], ".1f"),
+        lengths_text=_numbers(results["lengths"], "d"),
+        curve_name=CURVE_NAME,
+        commit=git.get("commit") or results["git_commit"] or "unknown",
+        dirty=bool(git.get("dirty")),
+        command=" \\\n    ".join(command_lines(run)),
+        iterations=train[-1]["iteration"] if train else "?",
+        wall_text=_duration(train[-1].get("time/wall_s") if train else None),
+        hardware=_hardware(run["device"]),
+        started=run.get("started", "at an unrecorded time"),
+        hyperparameters=_flatten(run["args"]),
+        packages=sorted((name, version or "not installed") for name, version in run["packages"].items()),
+        bibtex=BIBTEX,
+    )
+    return str(card).rstrip("\n") + "\n"

@@ -1,0 +1,184 @@
+"""The files a card is made from, read and checked: config.json, results.json, run.json, metrics.jsonl.
+
+A Hub folder (and a committed example under hub_cards/examples/) holds them side by side; a training
+run folder holds run.json and metrics.jsonl with the other two in its `policy/` subfolder. Everything a
+card says comes from these files, so each is validated here with an error that names the file and the
+problem, before anything is rendered or pushed.
+"""
+
+import dataclasses
+import datetime
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+RESULTS = "results.json"
+RUN = "run.json"
+METRICS = "metrics.jsonl"
+
+RESULTS_FIELDS = {
+    "env_id": str,
+    "mean": float,
+    "std": float,
+    "n_episodes": int,
+    "returns": list,
+    "lengths": list,
+    "deterministic": bool,
+    "seeds": list,
+    "env_steps": int,
+    "git_commit": (str, type(None)),  # None: trained outside a git checkout
+    "date": str,
+}
+"""results.json fields (written by trainers/_core/loop.py `Trainer.finish`) and their JSON types."""
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write through a temporary file in the same folder and rename: no reader sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+class FolderError(ValueError):
+    """A file a card or an upload needs is missing, unreadable or inconsistent."""
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise FolderError(f"{path} is missing")
+    try:
+        value = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise FolderError(f"{path} is not valid JSON ({err})") from err
+    if not isinstance(value, dict):
+        raise FolderError(f"{path} must hold a JSON object, found {type(value).__name__}")
+    return value
+
+
+def _is(value, kind) -> bool:
+    if kind is float:  # JSON writes 1000.0 as a float but a hand-made file may say 1000
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def validate_results(results: dict, where: Path) -> dict:
+    """Check results.json against `RESULTS_FIELDS` and for internal consistency; returns it unchanged."""
+    missing = [name for name in RESULTS_FIELDS if name not in results]
+    if missing:
+        raise FolderError(f"{where} lacks the field(s) {', '.join(missing)}")
+    for name, kind in RESULTS_FIELDS.items():
+        if not _is(results[name], kind):
+            raise FolderError(f"{where}: field {name!r} has type {type(results[name]).__name__}")
+    returns, lengths, n = results["returns"], results["lengths"], results["n_episodes"]
+    if n < 1 or len(returns) != n or len(lengths) != n:
+        raise FolderError(
+            f"{where}: n_episodes = {n} but {len(returns)} returns and {len(lengths)} lengths are listed"
+        )
+    if not all(_is(r, float) and math.isfinite(r) for r in returns):
+        raise FolderError(f"{where}: returns must be finite numbers")
+    if not all(_is(length, int) and length >= 1 for length in lengths):
+        raise FolderError(f"{where}: lengths must be positive integers")
+    # mean/std are what the card publishes: they must be the episodes' mean and population std.
+    mean = sum(returns) / n
+    std = math.sqrt(sum((r - mean) ** 2 for r in returns) / n)
+    scale = max(1.0, abs(mean))
+    if abs(results["mean"] - mean) > 1e-6 * scale or abs(results["std"] - std) > 1e-6 * scale:
+        raise FolderError(
+            f"{where}: mean/std ({results['mean']}, {results['std']}) are not the mean and population std "
+            f"of the listed returns ({mean}, {std})"
+        )
+    if not results["seeds"] or not all(_is(s, int) for s in results["seeds"]):
+        raise FolderError(f"{where}: seeds must be a non-empty list of integers")
+    try:
+        datetime.datetime.fromisoformat(results["date"])
+    except ValueError as err:
+        raise FolderError(f"{where}: date {results['date']!r} is not an ISO 8601 timestamp") from err
+    return results
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """metrics.jsonl as a list of records (one JSON object per line)."""
+    if not path.is_file():
+        raise FolderError(f"{path} is missing")
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise FolderError(f"{path}, line {number}: not valid JSON ({err})") from err
+        if not isinstance(record, dict) or "type" not in record or "env_steps" not in record:
+            raise FolderError(f"{path}, line {number}: not a metrics record (needs 'type' and 'env_steps')")
+        records.append(record)
+    return records
+
+
+@dataclasses.dataclass(frozen=True)
+class CardSource:
+    """The validated contents of the files a card is rendered from."""
+
+    config: dict
+    results: dict
+    run: dict
+    metrics: list[dict]
+
+    @property
+    def env_id(self) -> str:
+        return self.results["env_id"]
+
+    @property
+    def algo(self) -> str:
+        return self.run["algo"]
+
+    @property
+    def spec(self) -> dict:
+        return self.config["spec"]
+
+    @classmethod
+    def read(cls, config: Path, results: Path, run: Path, metrics: Path) -> "CardSource":
+        config_data, run_data = _read_json(config), _read_json(run)
+        results_data = validate_results(_read_json(results), results)
+        if not isinstance(config_data.get("spec"), dict):
+            raise FolderError(f"{config} has no 'spec' object: not a gsbpolicy policy config")
+        for name in ("algo", "args", "git", "packages", "device"):
+            if name not in run_data:
+                raise FolderError(f"{run} lacks the field {name!r}")
+        env_ids = {
+            RESULTS: results_data["env_id"],
+            RUN: run_data["args"].get("env"),
+            CONFIG: config_data["spec"].get("env_id"),
+        }
+        if len(set(env_ids.values())) != 1:
+            raise FolderError(f"the files disagree on the environment: {env_ids}")
+        return cls(config_data, results_data, run_data, read_metrics(metrics))
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> "CardSource":
+        """A Hub folder or a committed example: the four files side by side."""
+        return cls.read(folder / CONFIG, folder / RESULTS, folder / RUN, folder / METRICS)
+
+
+def run_policy_dir(run_dir: Path) -> Path:
+    """The policy folder of a training run folder (runs/<env>/<algo>/seed_<k>/policy)."""
+    if not run_dir.is_dir():
+        raise FolderError(f"run folder not found: {run_dir}")
+    if not (run_dir / RUN).is_file():
+        hint = (
+            " (that is a policy folder: pass the run folder above it)" if (run_dir / CONFIG).is_file() else ""
+        )
+        raise FolderError(f"{run_dir} is not a training run folder: it has no {RUN}{hint}")
+    policy_dir = run_dir / "policy"
+    for name in (CONFIG, WEIGHTS, RESULTS):
+        if not (policy_dir / name).is_file():
+            raise FolderError(f"{policy_dir / name} is missing: did the run finish?")
+    return policy_dir
