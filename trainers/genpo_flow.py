@@ -22,8 +22,8 @@ det [[p, 1-p], [1-p, p]]^d = (2p - 1)^d, also constant; the references use the n
     log pi(x_N | s) = log N(f_s^{-1}(x_N); 0, I_2d) - 2 d N log p,
 
 exact and O(1) for the determinant, where the references build the full 2d x 2d Jacobian with `jacrev` and
-`slogdet` per sample (2d reverse passes through 2N network calls, differentiated again in the loss: the
-cause of GenPO's 65 GB in the paper's Table 3). tests/test_genpo.py checks it against slogdet(jacfwd) of
+`slogdet` per sample (2d reverse passes through 2N network calls, differentiated again in the loss; the
+likely cause of GenPO's 65 GB in the paper's Table 3, see trainers/bench_genpo.py). tests/test_genpo.py checks it against slogdet(jacfwd) of
 the N-step map. A consequence: the policy entropy H = d (1 + log 2 pi) + 2 d N log p is a constant too.
 
 The env action is the first half z (pre-refactor FlowRL b85a88a, the version the paper cites; the official

@@ -1,0 +1,144 @@
+"""What GenPO costs: its closed-form log-determinant against the references' jacrev + slogdet, and GenPO
+against GSB-MDPO in training (a benchmark script, not a test).
+
+    python -m trainers.bench_genpo update [--rows 512] [--repeats 3]
+    python -m trainers.bench_genpo train [--env HalfCheetah-v5] [--num-envs 32] [--iterations 8]
+
+`update`: one actor-loss gradient (PPO surrogate + compress on fresh samples) at the gym preset's networks
+(HalfCheetah-v5: obs 17, act 6, 16 steps, 3x256), with log pi_theta(x_N | s) computed (a) as
+log N(f^{-1}(x_N)) - 2 d N log p (trainers.genpo_flow) and (b) as the references do, log N(f^{-1}(x_N)) +
+slogdet(jacrev(f^{-1})(x_N)) with the full 2d x 2d Jacobian (FlowRL `log_prob_via_inverse`). Reports the
+median time and XLA's planned temporary memory of the compiled gradient (device-independent).
+
+`train`: each trainer in its own process on the same env and geometry (gym preset networks, `--num-envs`
+envs x 24 steps, 4 minibatches, 4 epochs); reports steady-state seconds per 1M env steps (collection +
+update, first iteration excluded as it compiles) and the process's peak RSS.
+"""
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsbpolicy._sde import prior_log_prob
+
+from .genpo import GenPO, gym_preset
+from .genpo_flow import GenPOFlow
+from .presets import with_fields
+
+
+class JacrevFlow(eqx.Module):
+    """The references' likelihood on top of the same flow: slogdet of the autodiff Jacobian of the inverse."""
+
+    flow: GenPOFlow
+
+    @property
+    def spec(self):
+        return self.flow.spec
+
+    def forward(self, obs, x0):
+        return self.flow.forward(obs, x0)
+
+    def log_prob(self, obs, x1):
+        jacobian = jax.jacrev(self.flow.inverse, argnums=1)(obs, x1)
+        return prior_log_prob(self.flow.inverse(obs, x1)) + jnp.linalg.slogdet(jacobian)[1]
+
+
+def bench_update(rows: int, repeats: int) -> list[dict]:
+    args = gym_preset("HalfCheetah-v5")
+    obs_dim, act_dim = 17, 6
+    algo = GenPO(args.algo)
+    spec = args.policy.spec(obs_dim, act_dim, -np.ones(act_dim), np.ones(act_dim), "bench")
+    actor = algo.make_actor(spec, args, key=jax.random.key(0))
+    obs = jax.random.normal(jax.random.key(1), (rows, obs_dim))
+    _, extras = eqx.filter_jit(algo.act)(actor, obs, jax.random.key(2))
+    advantages = jax.random.normal(jax.random.key(3), (rows,))
+    results = []
+    for name, model in (("closed form 2dN log p", actor), ("jacrev + slogdet", JacrevFlow(actor))):
+        params, static = eqx.partition(model, eqx.is_inexact_array)
+
+        def loss(p, static=static):
+            return algo.actor_loss(eqx.combine(p, static), obs, extras, advantages, jax.random.key(4))[0]
+
+        grad = jax.jit(jax.value_and_grad(loss))
+        compiled = grad.lower(params).compile()
+        memory = compiled.memory_analysis()
+        jax.block_until_ready(compiled(params))
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            jax.block_until_ready(compiled(params))
+            times.append(time.perf_counter() - start)
+        seconds = float(np.median(times))
+        temp_mb = memory.temp_size_in_bytes / 2**20 if memory is not None else float("nan")
+        results.append({"variant": name, "rows": rows, "ms": 1e3 * seconds, "temp_mb": temp_mb})
+    return results
+
+
+def train_child(algo_name: str, env: str, num_envs: int, iterations: int) -> dict:
+    """Runs in its own process so that ru_maxrss is this trainer's alone."""
+    from ._core.loop import Trainer
+
+    if algo_name == "genpo":
+        from .genpo import GenPO as algorithm_type
+        from .genpo import gym_preset as preset
+    else:
+        from .gsb_mdpo import GsbMdpo as algorithm_type
+        from .gsb_mdpo import gym_preset as preset
+    with tempfile.TemporaryDirectory() as tmp:
+        rollout = {"num_envs": num_envs, "unroll_length": 24, "num_minibatches": 4, "epochs": 4}
+        args = with_fields(preset(env), total_steps=iterations * num_envs * 24, output_dir=Path(tmp) / "run",
+                           rollout=rollout, eval={"interval_steps": 10**9, "episodes": 1, "final_episodes": 1},
+                           log={"progress": False, "checkpoint_every": 10**6})  # fmt: skip
+        Trainer(algorithm_type(args.algo), args).run()
+        lines = [json.loads(line) for line in (args.output_dir / "metrics.jsonl").read_text().splitlines()]
+    sps = [r["time/sps"] for r in lines if r["type"] == "train"][1:]
+    return {
+        "algo": algo_name,
+        "env": env,
+        "num_envs": num_envs,
+        "s_per_1M_steps": 1e6 / float(np.median(sps)),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("mode", choices=["update", "train", "train-child"])
+    parser.add_argument("--rows", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--env", default="HalfCheetah-v5")
+    parser.add_argument("--num-envs", type=int, default=32)
+    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--algo", default="genpo", help="train-child only")
+    args = parser.parse_args()
+    print(f"device: {jax.devices()[0].device_kind}", file=sys.stderr)
+    if args.mode == "update":
+        for r in bench_update(args.rows, args.repeats):
+            print(f"{r['variant']:24s} rows {r['rows']:6d}  {r['ms']:10.1f} ms  {r['ms'] / r['rows']:8.3f} ms/row"
+                  f"  XLA temp {r['temp_mb']:9.1f} MB")  # fmt: skip
+    elif args.mode == "train-child":
+        print(json.dumps(train_child(args.algo, args.env, args.num_envs, args.iterations)))
+    else:
+        for algo in ("gsb_mdpo", "genpo"):
+            command = [sys.executable, "-m", "trainers.bench_genpo", "train-child", "--algo", algo, "--env", args.env,
+                       "--num-envs", str(args.num_envs), "--iterations", str(args.iterations)]  # fmt: skip
+            out = subprocess.run(command, capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"{r['algo']:9s} {r['env']} {r['num_envs']} envs: {r['s_per_1M_steps']:8.0f} s per 1M env steps, "
+                  f"peak RSS {r['peak_rss_mb']:7.0f} MB")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
