@@ -2,7 +2,9 @@
 
 The summaries are written by `python -m hub_cards.aggregate` (schema: suite, budget_env_steps,
 eval_protocol, tasks -> env id -> variant -> method / final_mean / final_std (population std across
-seeds) / seeds / env_steps ...; a variant is a method, or a method with extra arguments). A card only reads them; a malformed file is an error naming the file.
+seeds) / seeds / env_steps ...; a variant is a method, or a method with extra arguments). A JSON file
+there without a "suite" key is not a summary and is passed over; a malformed summary is an error naming
+the file.
 """
 
 import dataclasses
@@ -43,6 +45,8 @@ def baseline_rows(env_id: str, results_dir: Path = RESULTS_DIR) -> list[Baseline
     for path in sorted(results_dir.glob("*.json")):
         try:
             summary = json.loads(path.read_text())
+            if not (isinstance(summary, dict) and "suite" in summary):
+                continue  # another tool's record kept beside the summaries (e.g. an agreement check)
             suite, methods = summary["suite"], summary["tasks"].get(env_id, {})
             for variant, entry in methods.items():  # the summary's order: the suite's variant order
                 method = method_name(entry.get("method", variant))

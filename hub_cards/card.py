@@ -171,6 +171,7 @@ def render_card(
     from huggingface_hub import ModelCard
 
     run, results = source.run, source.results
+    rollout = run["args"]["rollout"]
     train = [r for r in source.metrics if r["type"] == "train"]
     eval_series(source.metrics)  # fail early on a run without evaluation records
     git = run["git"]
@@ -187,7 +188,9 @@ def render_card(
         sigma_text=_sigma_text(source.spec),
         squash_text=_squash_text(source.spec),
         is_gym=is_gymnasium(source.env_id),
-        episode_length=run["args"]["rollout"]["episode_length"],
+        episode_length=rollout["episode_length"],
+        action_repeat=rollout["action_repeat"],
+        agent_steps=-(-rollout["episode_length"] // rollout["action_repeat"]),
         has_onnx=has_onnx,
         has_video=video_steps is not None,
         video_steps=video_steps,

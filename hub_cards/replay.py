@@ -34,23 +34,26 @@ def _rendering_env(env_id: str, width: int, height: int, seed: int):
     import gymnasium
 
     # Headless machines need an offscreen GL backend; gymnasium reads MUJOCO_GL when the renderer is
-    # made. A backend the user chose is kept; otherwise EGL, then OSMesa.
+    # made (at the first render), so the variable is only set for that moment. A backend the user chose
+    # is kept; otherwise EGL, then OSMesa.
     chosen = os.environ.get("MUJOCO_GL")
     errors = []
-    for backend in [chosen] if chosen else ["egl", "osmesa"]:
-        os.environ["MUJOCO_GL"] = backend
-        env = None
-        try:
-            env = gymnasium.make(env_id, render_mode="rgb_array", width=width, height=height)
-            obs, _ = env.reset(seed=seed)
-            env.render()
-            return env, obs
-        except Exception as err:  # every GL failure mode (import, context, framebuffer) means "not here"
-            errors.append(f"MUJOCO_GL={backend}: {type(err).__name__}: {err}")
-            if env is not None:
-                env.close()
-    if chosen is None:
-        del os.environ["MUJOCO_GL"]
+    try:
+        for backend in [chosen] if chosen else ["egl", "osmesa"]:
+            os.environ["MUJOCO_GL"] = backend
+            env = None
+            try:
+                env = gymnasium.make(env_id, render_mode="rgb_array", width=width, height=height)
+                obs, _ = env.reset(seed=seed)
+                env.render()
+                return env, obs
+            except Exception as err:  # every GL failure (import, context, framebuffer) means "not here"
+                errors.append(f"MUJOCO_GL={backend}: {type(err).__name__}: {err}")
+                if env is not None:
+                    env.close()
+    finally:
+        if chosen is None:
+            os.environ.pop("MUJOCO_GL", None)
     raise ReplayUnavailable("MuJoCo rendering is unavailable (" + "; ".join(errors) + ")")
 
 

@@ -78,6 +78,10 @@ def test_publish_then_load_by_repo_id_in_a_fresh_cache_then_offline(run_dir, hub
     )
     assert parse_mean_reward(result.metric_value) == (round(results["mean"], 2), round(results["std"], 2))
 
+    # Publishing again without the video: one more commit, which also deletes the old replay.mp4.
+    assert publish.main([*argv, "--no-video"]) == 0
+    assert set(hub.files("org/flow")) == HUB_FILES and len(hub.commits("org/flow")) == 3
+
     hub.stop()
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     np.testing.assert_array_equal(GSBPolicy.from_pretrained("org/flow").predict(obs)[0], expected)
@@ -142,6 +146,7 @@ def test_card_metadata_and_baseline_rows(tmp_path):
                      "env_steps": 300_000},
     }}}  # fmt: skip
     (tmp_path / "cpu-gym.json").write_text(json.dumps(summary))
+    (tmp_path / "agreement.json").write_text('{"setup": {}, "runs": {}}')  # not a summary: passed over
     text = render_card(source, "org/name", results_dir=tmp_path)
     card = ModelCard(text)
     assert card.data.library_name == "gsbpolicy" and card.data.license == "apache-2.0"
