@@ -151,7 +151,7 @@ def cpu_preset(env: str | None) -> Args:
         Args(env=env or "InvertedPendulum-v5", total_steps=100_000, preset="cpu"),
         rollout=dataclasses.asdict(RolloutArgs(num_envs=16, unroll_length=64, num_minibatches=4, epochs=10)),
         critic={"width": 64, "depth": 2, "activation": "tanh"},
-        optim={"actor_lr": 3e-4, "critic_lr": 3e-4, "max_grad_norm": 0.5, "value_coef": 0.5},
+        optim={"actor_lr": 3e-4, "critic_lr": 3e-4, "max_grad_norm": None, "value_coef": 0.5},
         eval={"num_evals": 10},
     )
 

@@ -1,0 +1,250 @@
+"""Stable-Baselines3 PPO, the Gaussian baseline users know, with the shared run folder and evaluation.
+
+Same CLI contract and run folder (run.json, metrics.jsonl, policy/results.json) as the other trainers. The SB3
+policy and VecNormalize's statistics are converted into a `trainers.gaussian_actor.GaussianActor`, evaluated by
+the shared code and saved as the deployable folder (config.json + model.safetensors; `trainers.gaussian_ppo.load`).
+Checkpoints are safetensors + JSON (weights, Adam state, observation statistics); resuming is not bit-exact.
+
+SB3 cannot express (the presets say where it matters): a state-dependent std or tanh squashing (actions are
+clipped), GAE recomputed per minibatch, minibatches of whole sequences (SB3 shuffles transitions), per-network
+gradient clipping (SB3 clips the joint norm), different actor and critic activations; VecNormalize updates the
+observation statistics every step. Actor and critic learning rates are two Adam parameter groups (sb3_io).
+"""
+
+import dataclasses
+import datetime
+import json
+import time
+from typing import Literal
+
+import jax
+import numpy as np
+import torch
+
+from ._core.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from ._core.cli import parse
+from ._core.config import CriticArgs, OptimArgs, TrainArgs, output_path
+from ._core.envs import PlaygroundEnv
+from ._core.evaluation import evaluate_gym, make_playground_eval
+from ._core.loop import eval_iterations
+from ._core.runlog import RunLogger, atomic_write_text, git_commit, write_run_json
+from ._core.sb3_vecenv import EpisodeCollector, make_sb3_env
+from .gaussian_actor import GaussianActor, save_gaussian
+from .gaussian_ppo import GaussianPpo, GaussianPpoArgs
+from .gaussian_ppo import cpu_preset as gaussian_cpu
+from .presets import gym, playground, specialise, with_fields
+from .sb3_io import load_training_state, make_ppo, to_gaussian_actor, training_state
+
+EVALUATOR = GaussianPpo(GaussianPpoArgs())  # exported SB3 policies are evaluated as Gaussian PPO actors
+RENAMED = {"policy_gradient_loss": "actor_loss", "clip_fraction": "clip_frac", "std": "std_mean"}
+"""SB3 logger names -> the shared loop's metric names where they mean the same."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sb3PpoArgs:
+    """SB3 PPO coefficients and actor architecture (the critic is `--critic.*`, with the same activation)."""
+
+    clip: float = 0.2
+    """PPO clip epsilon (clip_range)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus weight (ent_coef)."""
+    width: int = 64
+    """Actor MLP width."""
+    depth: int = 2
+    """Actor MLP hidden layers."""
+    activation: Literal["tanh", "elu", "silu", "relu"] = "tanh"
+    """Activation of actor and critic (SB3 has one activation_fn); must equal --critic.activation."""
+    init_log_std: float = 0.0
+    """Initial state-independent log std."""
+    ortho_init: bool = True
+    """SB3's orthogonal initialisation; False keeps torch's default U(+-1/sqrt(fan_in)), which equals Equinox's."""
+    torch_threads: int = 1
+    """torch intra-op threads. 1 suits these small MLPs: on the shared 2-core CPU, 2 threads ran 30x slower."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Args(TrainArgs):
+    algo: Sb3PpoArgs = Sb3PpoArgs()
+
+    def validate(self) -> None:
+        super().validate()
+        problems = {
+            "SB3 uses one activation for actor and critic: set --critic.activation to --algo.activation":
+                self.critic.activation != self.algo.activation,
+            "SB3 PPO computes GAE once per rollout: --rollout.recompute-gae is not supported":
+                self.rollout.recompute_gae,
+            "cosine learning-rate decay is not supported by this trainer":
+                self.optim.actor_cosine_decay or self.optim.critic_cosine_decay,
+            "--log.export-onnx exports flow policies only": self.log.export_onnx,
+        }  # fmt: skip
+        for message, failed in problems.items():
+            if failed:
+                raise ValueError(message)
+
+
+class Sb3Trainer:
+    """One SB3 PPO run with the shared run records: after every SB3 update (`HookedPPO.after_update`) a
+    train record, the due evaluations and checkpoints, exactly when the shared loop writes them."""
+
+    def __init__(self, args: Args):
+        args.validate()
+        self.args, rollout = args, args.rollout
+        self.run_dir = output_path(args.output_dir, args.env, "ppo", args.seed)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not args.resume and (
+            (self.run_dir / "metrics.jsonl").exists() or find_checkpoint(self.run_dir / "checkpoint")
+        ):
+            raise FileExistsError(
+                f"{self.run_dir} already holds a run; pass --resume to continue it or choose another --output-dir"
+            )
+        torch.set_num_threads(args.algo.torch_threads)
+        env, self.normalizer = make_sb3_env(args)
+        if "-v" not in args.env:
+            make = PlaygroundEnv.make
+            eval_env = make(args.env, args.eval.num_envs, rollout.episode_length, rollout.action_repeat)
+            self._eval_playground = make_playground_eval(EVALUATOR, eval_env, rollout.episode_length)
+        self.model = make_ppo(args, env)
+        self.model.after_update = self.after_update
+        self.collector = EpisodeCollector()
+        self.iteration, self.num_records, self.elapsed = 0, 0, 0.0
+
+    def actor(self) -> GaussianActor:
+        """The current SB3 policy with its observation statistics, as the deployable `GaussianActor`."""
+        a = self.args.algo
+        obs_rms = self.normalizer.obs_rms
+        return to_gaussian_actor(self.model, obs_rms, a.width, a.depth, a.activation, self.args.env)
+
+    def evaluate(self, deterministic: bool, episodes: int | None = None):
+        """Per-episode returns and lengths by the shared evaluation code, with the shared loop's seeds."""
+        args, actor = self.args, self.actor()
+        eval_seed = 1_000_003 * (args.seed + 1) + self.iteration
+        if "-v" not in args.env:
+            returns, lengths = self._eval_playground(actor, jax.random.key(eval_seed), deterministic)
+            return np.asarray(returns), np.asarray(lengths)
+        episodes = episodes or args.eval.episodes
+        return evaluate_gym(EVALUATOR, actor, args.env, episodes, eval_seed, deterministic)
+
+    def after_update(self) -> None:
+        seconds = time.perf_counter() - self._start
+        self.elapsed += seconds
+        self.iteration += 1
+        sps = self.args.rollout.steps_per_iteration / seconds
+        logged = self.model.logger.name_to_value
+        metrics = {RENAMED.get(k[6:], k[6:]): float(v) for k, v in logged.items() if k.startswith("train/")}
+        metrics["entropy"] = -metrics.pop("entropy_loss")
+        record = {"type": "train", "iteration": self.iteration, "env_steps": self.model.num_timesteps,
+                  "time/wall_s": self.elapsed, "time/sps": sps, **self.collector.pop(),
+                  **{f"train/{k}": v for k, v in metrics.items()}}  # fmt: skip
+        self._write(record)
+        if self.iteration in eval_iterations(self.args):
+            record = {"type": "eval", "iteration": self.iteration, "env_steps": self.model.num_timesteps}
+            for mode, deterministic in (("deterministic", True), ("stochastic", False)):
+                returns, lengths = self.evaluate(deterministic)
+                record[f"eval/return_{mode}"] = float(returns.mean())
+                record[f"eval/return_{mode}_std"] = float(returns.std())
+                record[f"eval/length_{mode}"] = float(lengths.mean())
+            self._write(record)
+        if self.iteration % self.args.log.checkpoint_every == 0 or self.iteration == self.args.num_iterations:
+            meta = {"iteration": self.iteration, "env_steps": self.model.num_timesteps,
+                    "n_updates": self.model._n_updates, "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
+            trees = training_state(self.model, self.normalizer.obs_rms)
+            save_checkpoint(self.run_dir / "checkpoint", trees, meta)
+        self.logger.progress(self.model.num_timesteps, sps)
+        self._start = time.perf_counter()  # evaluation and checkpoints are not training time
+
+    def _write(self, record: dict) -> None:
+        self.logger.write(record)
+        self.num_records += 1
+
+    def restore(self) -> bool:
+        directory = find_checkpoint(self.run_dir / "checkpoint")
+        if directory is None:
+            return False
+        obs_rms = self.normalizer.obs_rms
+        trees, meta = load_checkpoint(directory, training_state(self.model, obs_rms))
+        load_training_state(self.model, obs_rms, trees)
+        self.iteration, self.num_records, self.elapsed = (
+            meta[k] for k in ("iteration", "num_records", "elapsed")
+        )
+        self.model.num_timesteps, self.model._n_updates = meta["env_steps"], meta["n_updates"]
+        return True
+
+    def run(self):
+        args = self.args
+        resumed = args.resume and self.restore()
+        write_run_json(self.run_dir, "ppo", args)
+        total = args.num_iterations * args.rollout.steps_per_iteration
+        self.logger = RunLogger(self.run_dir, total, args.log.tensorboard, args.log.progress)
+        if resumed:
+            self.logger.truncate(self.num_records)
+        self._start = time.perf_counter()
+        try:
+            if total > self.model.num_timesteps:
+                # SB3 counts `total_timesteps` from num_timesteps when not resetting it.
+                self.model.learn(total - self.model.num_timesteps, callback=self.collector, log_interval=None,
+                                 reset_num_timesteps=not resumed)  # fmt: skip
+        finally:
+            self.logger.close()
+        return self.finish()
+
+    def finish(self):
+        """The policy folder (config.json, model.safetensors, results.json), as the shared loop writes it."""
+        args, policy_dir = self.args, self.run_dir / "policy"
+        save_gaussian(self.actor(), policy_dir)
+        returns, lengths = self.evaluate(True, args.eval.final_episodes)
+        results = {"env_id": args.env, "algo": "ppo", "mean": float(returns.mean()), "std": float(returns.std()),
+                   "n_episodes": int(returns.size), "returns": returns.tolist(), "lengths": lengths.astype(int).tolist(),
+                   "deterministic": True, "seeds": [args.seed], "env_steps": int(self.model.num_timesteps),
+                   "git_commit": git_commit()["commit"],
+                   "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}  # fmt: skip
+        atomic_write_text(policy_dir / "results.json", json.dumps(results, indent=2) + "\n")
+        self.model.env.close()
+        return policy_dir
+
+
+def playground_preset(env: str | None) -> Args:
+    """Table 1, PPO column, as far as SB3 goes: 4x32 actor and 5x256 critic, SiLU, lr 3e-4 / 3e-4, clip 0.1,
+    value coef 0.25, entropy 0, no gradient clipping, reward scaling 10. Deviations (SB3 cannot express them):
+    state-independent std and clipping instead of the reference's softplus std and tanh; GAE once per rollout
+    instead of per minibatch; minibatches of transitions."""
+    base = playground(env or "CartpoleSwingup")
+    return specialise(
+        Args,
+        with_fields(base, rollout={"recompute_gae": False}),
+        critic=CriticArgs(width=256, depth=5, activation="silu"),
+        optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
+        algo=Sb3PpoArgs(clip=0.1, entropy_coef=0.0, width=32, depth=4, activation="silu"),
+    )
+
+
+def gym_preset(env: str | None) -> Args:
+    """Table 2, PPO column: ELU 3x256 actor and critic, state-independent log std, clip 0.2, actor lr 1e-4,
+    critic lr 1e-3 (two Adam parameter groups), gradient clip 1.0 (of the joint norm), entropy 0."""
+    return specialise(
+        Args,
+        gym(env or "HalfCheetah-v5"),
+        critic=CriticArgs(width=256, depth=3, activation="elu"),
+        optim=OptimArgs(actor_lr=1e-4, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
+        algo=Sb3PpoArgs(clip=0.2, entropy_coef=0.0, width=256, depth=3, activation="elu"),
+    )
+
+
+def cpu_preset(env: str | None) -> Args:
+    """`trainers.gaussian_ppo`'s cpu preset, as like-for-like as SB3 allows: 2x64 tanh networks initialised
+    as Equinox does (no orthogonal init), 16 envs x 64 steps, 4 minibatches of 256 transitions, 10 epochs,
+    lr 3e-4, no gradient clipping (SB3 would clip the joint actor + critic norm)."""
+    return specialise(Args, gaussian_cpu(env), algo=Sb3PpoArgs(ortho_init=False))
+
+
+PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
+
+
+def main(argv=None) -> None:
+    args = parse(Args, PRESETS, "cpu", __doc__, argv)
+    policy_dir = Sb3Trainer(args).run()
+    print(f"\npolicy saved to {policy_dir}")
+    print(f'load it with: from trainers.gaussian_ppo import load; load("{policy_dir}").predict(obs)')
+
+
+if __name__ == "__main__":
+    main()
