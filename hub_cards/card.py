@@ -97,8 +97,8 @@ def _protocol(source: CardSource) -> str:
     n = results["n_episodes"]
     if is_gymnasium(source.env_id):
         where = (
-            f"Gymnasium's `{source.env_id}` with its own time limit and termination, run in a vector env of "
-            f"{min(n, 10)} sub-envs seeded apart from the training stream"
+            f"Gymnasium's `{source.env_id}` (its own time limit and termination), in a vector env seeded apart "
+            f"from the training stream"
         )
     else:
         rollout = args["rollout"]

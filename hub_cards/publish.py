@@ -154,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repo_id.count("/") != 1 or not all(args.repo_id.split("/")):
         parser.error(f"--repo-id must be ORG/NAME, got {args.repo_id!r}")
+    if args.video_steps < 1:
+        parser.error(f"--video-steps must be >= 1, got {args.video_steps}")
     out = args.out or args.run_dir / "hub"
     try:
         assemble(args.run_dir, out, args.repo_id, license=args.license, onnx=not args.no_onnx,
