@@ -1,14 +1,15 @@
 """What GenPO costs: its closed-form log-determinant against the references' jacrev + slogdet, and GenPO
 against GSB-MDPO in training (a benchmark script, not a test).
 
-    python -m trainers.bench_genpo update [--rows 512] [--repeats 3]
+    python -m trainers.bench_genpo update [--rows 512] [--repeats 3]   (--repeats 0: memory plan only)
     python -m trainers.bench_genpo train [--env HalfCheetah-v5] [--num-envs 32] [--iterations 8]
 
 `update`: one actor-loss gradient (PPO surrogate + compress on fresh samples) at the gym preset's networks
 (HalfCheetah-v5: obs 17, act 6, 16 steps, 3x256), with log pi_theta(x_N | s) computed (a) as
 log N(f^{-1}(x_N)) - 2 d N log p (trainers.genpo_flow) and (b) as the references do, log N(f^{-1}(x_N)) +
-slogdet(jacrev(f^{-1})(x_N)) with the full 2d x 2d Jacobian (FlowRL `log_prob_via_inverse`). Reports the
-median time and XLA's planned temporary memory of the compiled gradient (device-independent).
+slogdet(jacrev(f^{-1})(x_N)) with the full 2d x 2d Jacobian (FlowRL `log_prob_via_inverse`); and GSB-MDPO's
+actor-loss gradient at its own gym preset for scale. Reports the median time and XLA's planned temporary
+memory of the compiled gradient (device-independent).
 
 `train`: each trainer in its own process on the same env and geometry (gym preset networks, `--num-envs`
 envs x 24 steps, 4 minibatches, 4 epochs); reports steady-state seconds per 1M env steps (collection +
@@ -53,33 +54,49 @@ class JacrevFlow(eqx.Module):
         return prior_log_prob(self.flow.inverse(obs, x1)) + jnp.linalg.slogdet(jacobian)[1]
 
 
-def bench_update(rows: int, repeats: int) -> list[dict]:
-    args = gym_preset("HalfCheetah-v5")
-    obs_dim, act_dim = 17, 6
-    algo = GenPO(args.algo)
+def _actor_setup(algo, args, rows: int, obs_dim: int = 17, act_dim: int = 6):
+    """An actor for HalfCheetah-v5's sizes and a minibatch of `rows` stored samples from it."""
     spec = args.policy.spec(obs_dim, act_dim, -np.ones(act_dim), np.ones(act_dim), "bench")
     actor = algo.make_actor(spec, args, key=jax.random.key(0))
     obs = jax.random.normal(jax.random.key(1), (rows, obs_dim))
     _, extras = eqx.filter_jit(algo.act)(actor, obs, jax.random.key(2))
-    advantages = jax.random.normal(jax.random.key(3), (rows,))
-    results = []
-    for name, model in (("closed form 2dN log p", actor), ("jacrev + slogdet", JacrevFlow(actor))):
-        params, static = eqx.partition(model, eqx.is_inexact_array)
+    return actor, (obs, extras, jax.random.normal(jax.random.key(3), (rows,)))
 
-        def loss(p, static=static):
-            return algo.actor_loss(eqx.combine(p, static), obs, extras, advantages, jax.random.key(4))[0]
 
-        grad = jax.jit(jax.value_and_grad(loss))
-        compiled = grad.lower(params).compile()
-        memory = compiled.memory_analysis()
-        jax.block_until_ready(compiled(params))
+def _time_actor_grad(algo, model, batch, repeats: int) -> tuple[float, float]:
+    """Median seconds of one jitted actor-loss value-and-grad, and XLA's planned temporary memory (MB)."""
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+
+    def loss(p):
+        return algo.actor_loss(eqx.combine(p, static), *batch, jax.random.key(4))[0]
+
+    compiled = jax.jit(jax.value_and_grad(loss)).lower(params).compile()
+    memory = compiled.memory_analysis()
+    seconds = float("nan")  # --repeats 0: XLA's memory plan only, nothing is run
+    if repeats:
+        jax.block_until_ready(compiled(params))  # warm-up
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
             jax.block_until_ready(compiled(params))
             times.append(time.perf_counter() - start)
         seconds = float(np.median(times))
-        temp_mb = memory.temp_size_in_bytes / 2**20 if memory is not None else float("nan")
+    return seconds, memory.temp_size_in_bytes / 2**20 if memory is not None else float("nan")
+
+
+def bench_update(rows: int, repeats: int) -> list[dict]:
+    from .gsb_mdpo import GsbMdpo
+    from .gsb_mdpo import gym_preset as gsb_gym_preset
+
+    genpo_args, gsb_args = gym_preset("HalfCheetah-v5"), gsb_gym_preset("HalfCheetah-v5")
+    genpo, gsb = GenPO(genpo_args.algo), GsbMdpo(gsb_args.algo)
+    actor, batch = _actor_setup(genpo, genpo_args, rows)
+    gsb_actor, gsb_batch = _actor_setup(gsb, gsb_args, rows)
+    variants = (("GenPO closed form", genpo, actor, batch), ("GenPO jacrev+slogdet", genpo, JacrevFlow(actor), batch),
+                ("GSB-MDPO (its gym preset)", gsb, gsb_actor, gsb_batch))  # fmt: skip
+    results = []
+    for name, algo, model, data in variants:
+        seconds, temp_mb = _time_actor_grad(algo, model, data, repeats)
         results.append({"variant": name, "rows": rows, "ms": 1e3 * seconds, "temp_mb": temp_mb})
     return results
 
@@ -126,7 +143,7 @@ def main() -> None:
     print(f"device: {jax.devices()[0].device_kind}", file=sys.stderr)
     if args.mode == "update":
         for r in bench_update(args.rows, args.repeats):
-            print(f"{r['variant']:24s} rows {r['rows']:6d}  {r['ms']:10.1f} ms  {r['ms'] / r['rows']:8.3f} ms/row"
+            print(f"{r['variant']:26s} rows {r['rows']:6d}  {r['ms']:10.1f} ms  {r['ms'] / r['rows']:8.3f} ms/row"
                   f"  XLA temp {r['temp_mb']:9.1f} MB")  # fmt: skip
     elif args.mode == "train-child":
         print(json.dumps(train_child(args.algo, args.env, args.num_envs, args.iterations)))
