@@ -1,5 +1,5 @@
 """Agreement check: Stable-Baselines3 PPO (trainers.ppo) vs Gaussian PPO in our pipeline (trainers.gaussian_ppo)
-on the same Gymnasium task, budget, geometry and networks (both `cpu` presets: 16 envs x 64 steps, 4 minibatches,
+on the same Gymnasium task, budget, geometry and networks (both `cpu` presets: 32 envs x 32 steps, 4 minibatches,
 10 epochs, 2x64 tanh actor and critic, state-independent std, clipped actions, lr 3e-4, gradient clip 0.5).
 
 Each finished run is written into the result file at once, and runs already there are skipped, so the script
@@ -10,6 +10,7 @@ shared evaluation code) of each method lies within one standard deviation (acros
 """
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -60,9 +61,13 @@ def summary(runs: dict) -> dict:
     the larger of the two standard deviations."""
     stats = {}
     for method, per_seed in runs.items():
+        if not per_seed:
+            continue
         finals = [r["final"] for r in per_seed.values()]
         stats[method] = {"seeds": sorted(int(s) for s in per_seed), "final_mean": float(np.mean(finals)),
-                         "final_std": float(np.std(finals)), "final_per_seed": finals}  # fmt: skip
+                         "final_std": float(np.std(finals)), "final_per_seed": finals,
+                         # the mean over all evaluation points: less sensitive to one bad final evaluation
+                         "curve_mean": float(np.mean([r["curve"]["return_deterministic"] for r in per_seed.values()]))}  # fmt: skip
     if {"ppo", "gaussian_ppo"} <= set(stats):
         a, b = stats["ppo"], stats["gaussian_ppo"]
         gap = abs(a["final_mean"] - b["final_mean"])
@@ -82,7 +87,10 @@ def main(argv=None) -> None:
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/compare_ppo"))
     opts = parser.parse_args(argv)
     record = json.loads(opts.out.read_text()) if opts.out.exists() else {}
-    setup = {"env": opts.env, "total_steps": opts.total_steps, "preset": "cpu"}
+    from .gaussian_ppo import cpu_preset
+
+    geometry = dataclasses.asdict(cpu_preset(opts.env).rollout)
+    setup = {"env": opts.env, "total_steps": opts.total_steps, "preset": "cpu", "rollout": geometry}
     if record.get("setup") != setup:
         record = {"setup": setup, "runs": {"ppo": {}, "gaussian_ppo": {}}}
     for seed in opts.seeds:

@@ -149,7 +149,9 @@ def cpu_preset(env: str | None) -> Args:
     `trainers.ppo`'s cpu preset (SB3's default 2x64 tanh networks), so the two can be compared."""
     return with_fields(
         Args(env=env or "InvertedPendulum-v5", total_steps=100_000, preset="cpu"),
-        rollout=dataclasses.asdict(RolloutArgs(num_envs=16, unroll_length=64, num_minibatches=4, epochs=10)),
+        # Minibatches are whole sequences here but shuffled transitions in SB3: 32 short sequences per
+        # iteration keep each minibatch from being a few envs' correlated trajectories.
+        rollout=dataclasses.asdict(RolloutArgs(num_envs=32, unroll_length=32, num_minibatches=4, epochs=10)),
         critic={"width": 64, "depth": 2, "activation": "tanh"},
         optim={"actor_lr": 3e-4, "critic_lr": 3e-4, "max_grad_norm": None, "value_coef": 0.5},
         eval={"num_evals": 10},

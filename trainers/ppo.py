@@ -231,7 +231,7 @@ def gym_preset(env: str | None) -> Args:
 
 def cpu_preset(env: str | None) -> Args:
     """`trainers.gaussian_ppo`'s cpu preset, as like-for-like as SB3 allows: 2x64 tanh networks initialised
-    as Equinox does (no orthogonal init), 16 envs x 64 steps, 4 minibatches of 256 transitions, 10 epochs,
+    as Equinox does (no orthogonal init), 32 envs x 32 steps, 4 minibatches of 256 transitions, 10 epochs,
     lr 3e-4, no gradient clipping (SB3 would clip the joint actor + critic norm)."""
     return specialise(Args, gaussian_cpu(env), algo=Sb3PpoArgs(ortho_init=False))
 

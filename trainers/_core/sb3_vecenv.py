@@ -120,7 +120,9 @@ class EpisodeCollector(BaseCallback):
 
     def _on_step(self) -> bool:
         infos = self.locals["infos"]
-        self._finished += [(float(i["episode"]["r"]), int(i["episode"]["l"])) for i in infos if "episode" in i]
+        self._finished += [
+            (float(i["episode"]["r"]), int(i["episode"]["l"])) for i in infos if "episode" in i
+        ]
         return True
 
     def pop(self) -> dict:
