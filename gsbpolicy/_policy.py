@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _sde
+from . import _ddpm, _sde
 from ._networks import DriftMLP
 from ._normalizer import RunningNorm
 from ._schedules import AbstractSigmaSchedule, make_schedule
@@ -27,21 +27,35 @@ class FlowPolicy(eqx.Module):
 
     def drift(self, obs: Obs, action: Action, t: Scalar) -> Action:
         """f_theta(a, t, s) for a raw (unnormalized) observation."""
-        return self.drift_net(self.normalizer(obs), action, t)
+        return self._drift_fn(obs)(action, t)
 
     def _drift_fn(self, obs: Obs):
         # Normalize once per path, not once per generation step.
         obs_normalized = self.normalizer(obs)
-        return lambda a, t: self.drift_net(obs_normalized, a, t)
+        spec = self.spec
+
+        def drift(a, t):
+            output = self.drift_net(obs_normalized, a, 1.0 - t if spec.time_reversed else t)
+            return _ddpm.drift(output, a, t, spec.num_steps) if spec.parameterization == "ddpm" else output
+
+        return drift
 
     def sample(self, obs: Obs, noise: Noise) -> _sde.PathSample:
         """Euler-Maruyama path, step log-densities and drifts for the given noise [N+1, act_dim]."""
-        return _sde.sample_sde(self._drift_fn(obs), self.schedule, self.spec.num_steps, noise)
+        spec = self.spec
+        return _sde.sample_sde(self._drift_fn(obs), self.schedule, spec.num_steps, noise, spec.clip_iterates)
 
     def sample_ode(self, obs: Obs, a0: Action | None = None) -> Path:
         """Deterministic Euler path from `a0` (default 0: the deterministic policy)."""
         a0 = jnp.zeros(self.spec.act_dim) if a0 is None else a0
-        return _sde.sample_ode(self._drift_fn(obs), self.spec.num_steps, a0)
+        return _sde.sample_ode(self._drift_fn(obs), self.spec.num_steps, a0, self.spec.clip_iterates)
+
+    def sample_final(self, obs: Obs, noise: Noise) -> Action:
+        """The pre-squash a^(N) of `sample` for the same noise, without the path or log-densities."""
+        spec = self.spec
+        return _sde.final_action_sde(
+            self._drift_fn(obs), self.schedule, spec.num_steps, noise, spec.clip_iterates
+        )
 
     def log_probs_and_drifts(self, obs: Obs, path: Path) -> tuple[StepValues, Drifts]:
         """Per-step log p_theta(a^(n+1) | a^(n), s) and f_theta(a^(n), t_n, s) on a stored path."""
@@ -68,13 +82,13 @@ class FlowPolicy(eqx.Module):
 
     def act(self, obs: Obs) -> Action:
         """Deterministic env action: ODE from a^(0) = 0, squashed and rescaled."""
-        a0 = jnp.zeros(self.spec.act_dim)
-        return self.to_env(_sde.final_action_ode(self._drift_fn(obs), self.spec.num_steps, a0))
+        spec = self.spec
+        a0 = jnp.zeros(spec.act_dim)
+        return self.to_env(_sde.final_action_ode(self._drift_fn(obs), spec.num_steps, a0, spec.clip_iterates))
 
     def act_stochastic(self, obs: Obs, noise: Noise) -> Action:
         """Stochastic env action for the given noise [N+1, act_dim]."""
-        final = _sde.final_action_sde(self._drift_fn(obs), self.schedule, self.spec.num_steps, noise)
-        return self.to_env(final)
+        return self.to_env(self.sample_final(obs, noise))
 
     def with_normalizer(self, normalizer: RunningNorm) -> "FlowPolicy":
         """A copy with other observation statistics."""
@@ -95,7 +109,10 @@ def make_policy(spec: PolicySpec, *, key: Key) -> FlowPolicy:
         key=key,
     )
     normalizer = RunningNorm.init(spec.obs_dim, spec.obs_clip, spec.obs_eps)
-    schedule = make_schedule(spec.sigma_schedule, spec.sigma_max, spec.sigma_min)
+    if spec.parameterization == "ddpm":
+        schedule = _ddpm.DDPMSigma(spec.num_steps, spec.sigma_min)
+    else:
+        schedule = make_schedule(spec.sigma_schedule, spec.sigma_max, spec.sigma_min)
     return FlowPolicy(spec, normalizer, drift, schedule)
 
 

@@ -6,7 +6,9 @@ Conventions (paper eqs. 5-8, DESIGN.md section 3): t_n = n/N, dt = 1/N, a^(0) ~ 
 
 so each step is Gaussian with mean a^(n) + dt * f and covariance sigma(t_n)^2 * dt * I. `drift_fn(a, t)`
 is the drift with the state already bound. Noise is always an input array: row 0 is a^(0), row n+1 is
-eps_n. Every function here works on one sample; batch with `jax.vmap`.
+eps_n. Every function here works on one sample; batch with `jax.vmap`. With `clip` every iterate
+a^(n), n >= 1, is clipped to [-1, 1] (FlowRL's `clip_sampler`; only meaningful without noise, where no
+step density is needed).
 """
 
 from collections.abc import Callable
@@ -49,8 +51,12 @@ def _step_std(schedule: AbstractSigmaSchedule, t: Scalar, dt: float) -> Scalar:
     return schedule(t) * jnp.sqrt(dt)
 
 
+def _clip(a: Action, clip: bool) -> Action:
+    return jnp.clip(a, -1.0, 1.0) if clip else a
+
+
 def sample_sde(
-    drift_fn: DriftFn, schedule: AbstractSigmaSchedule, num_steps: int, noise: Noise
+    drift_fn: DriftFn, schedule: AbstractSigmaSchedule, num_steps: int, noise: Noise, clip: bool = False
 ) -> PathSample:
     """Euler-Maruyama sampling (paper eq. 7) driven by the given standard normal `noise` [N+1, act_dim]."""
     dt = 1.0 / num_steps
@@ -61,44 +67,44 @@ def sample_sde(
         f = drift_fn(a, t)
         mean = a + dt * f
         std = _step_std(schedule, t, dt)
-        a_next = mean + std * eps
+        a_next = _clip(mean + std * eps, clip)
         return a_next, (a_next, gaussian_log_prob(a_next, mean, std), f)
 
     _, (rest, log_probs, drifts) = jax.lax.scan(step, noise[0], (ts, noise[1:]))
     return PathSample(jnp.concatenate([noise[:1], rest]), log_probs, drifts)
 
 
-def sample_ode(drift_fn: DriftFn, num_steps: int, a0: Action) -> Path:
+def sample_ode(drift_fn: DriftFn, num_steps: int, a0: Action, clip: bool = False) -> Path:
     """Deterministic Euler integration of da = f dt from `a0` (zeros give the deterministic policy)."""
     dt = 1.0 / num_steps
 
     def step(a, t):
-        a_next = a + dt * drift_fn(a, t)
+        a_next = _clip(a + dt * drift_fn(a, t), clip)
         return a_next, a_next
 
     _, rest = jax.lax.scan(step, a0, time_grid(num_steps)[:-1])
     return jnp.concatenate([a0[None], rest])
 
 
-def final_action_ode(drift_fn: DriftFn, num_steps: int, a0: Action) -> Action:
+def final_action_ode(drift_fn: DriftFn, num_steps: int, a0: Action, clip: bool = False) -> Action:
     """a^(N) of `sample_ode` without stacking the path (the deployed and exported fast path)."""
     dt = 1.0 / num_steps
 
     def step(a, t):
-        return a + dt * drift_fn(a, t), None
+        return _clip(a + dt * drift_fn(a, t), clip), None
 
     return jax.lax.scan(step, a0, time_grid(num_steps)[:-1])[0]
 
 
 def final_action_sde(
-    drift_fn: DriftFn, schedule: AbstractSigmaSchedule, num_steps: int, noise: Noise
+    drift_fn: DriftFn, schedule: AbstractSigmaSchedule, num_steps: int, noise: Noise, clip: bool = False
 ) -> Action:
     """a^(N) of `sample_sde` without the path, log-densities or drifts."""
     dt = 1.0 / num_steps
 
     def step(a, inputs):
         t, eps = inputs
-        return a + dt * drift_fn(a, t) + _step_std(schedule, t, dt) * eps, None
+        return _clip(a + dt * drift_fn(a, t) + _step_std(schedule, t, dt) * eps, clip), None
 
     return jax.lax.scan(step, noise[0], (time_grid(num_steps)[:-1], noise[1:]))[0]
 

@@ -13,13 +13,20 @@ Activation = Literal["silu", "elu", "relu", "tanh", "gelu", "mish"]
 TimeEmbedding = Literal["sinusoidal", "fourier"]
 Schedule = Literal["constant", "linear", "exponential"]
 Squash = Literal["tanh", "clip", "none"]
+Parameterization = Literal["velocity", "ddpm"]
 
 _CHOICES = {
     "activation": Activation.__args__,
     "time_embedding": TimeEmbedding.__args__,
     "sigma_schedule": Schedule.__args__,
     "squash": Squash.__args__,
+    "parameterization": Parameterization.__args__,
 }
+
+# Fields added after format 1 was published, with the defaults that reproduce the earlier behaviour.
+# `to_dict` leaves them out while they hold these defaults, so earlier configs, their hashes and the
+# files earlier gsbpolicy versions can read are all unchanged.
+_LATER_DEFAULTS = {"time_reversed": False, "clip_iterates": False, "parameterization": "velocity"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +45,10 @@ class PolicySpec:
         time_embed_dim: size of the time embedding (even).
         output_scale: the drift is `output_scale * MLP(...)`.
         sigma_schedule: diffusion schedule between `sigma_max` (t = 0) and `sigma_min` (t = 1).
-        sigma_max: diffusion coefficient at the noise end.
-        sigma_min: diffusion coefficient at the action end (ignored by `constant`).
+        sigma_max: diffusion coefficient at the noise end. `constant` allows 0: a deterministic Euler
+            sampler from a random a^(0) (FPO), whose step log-densities are undefined.
+        sigma_min: diffusion coefficient at the action end (ignored by `constant`); with
+            `parameterization="ddpm"`, the floor of each step's standard deviation (DPPO's min std).
         squash: map from the generated action a^(N) to [-1, 1] before rescaling to the bounds:
             `tanh`, `clip`, or `none` (no squash and no rescale).
         action_low: lower action bounds (required unless squash is `none`).
@@ -47,6 +56,15 @@ class PolicySpec:
         obs_clip: normalized observations are clipped to [-obs_clip, obs_clip].
         obs_eps: variance floor of the observation normalizer.
         env_id: the environment the policy was trained on (metadata only).
+        time_reversed: the network is fed 1 - t instead of t (the FPO reference's time, where 1 is
+            noise), so that its time features match the reference exactly.
+        clip_iterates: clip every sampler iterate a^(n), n >= 1, to [-1, 1] (FlowRL's `clip_sampler`);
+            needs the noise-free sampler (`constant` schedule with sigma_max = 0).
+        parameterization: `velocity`: the network output is the drift. `ddpm`: the network predicts
+            the noise eps of a K = num_steps DDPM with DPPO's cosine schedule, and step n is the DDPM
+            posterior N(mu(eps_hat, x0_hat clipped to [-1, 1]), max(std_k, sigma_min)^2) at
+            k = K - 1 - n, written as the equivalent Euler-Maruyama step: drift (mu - a^(n)) / dt and
+            sigma = max(std_k, sigma_min) / sqrt(dt) (`sigma_schedule` and `sigma_max` are unused).
         format_version: saved-format version; see `FORMAT_VERSION`.
     """
 
@@ -68,6 +86,9 @@ class PolicySpec:
     obs_clip: float = 10.0
     obs_eps: float = 1e-8
     env_id: str | None = None
+    time_reversed: bool = False
+    clip_iterates: bool = False
+    parameterization: Parameterization = "velocity"
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self):
@@ -81,18 +102,38 @@ class PolicySpec:
         for name in ("obs_dim", "act_dim", "num_steps", "width", "time_embed_dim"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"PolicySpec.{name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("time_reversed", "clip_iterates"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"PolicySpec.{name} must be true or false, got {getattr(self, name)!r}")
         if self.depth < 0:
             raise ValueError(f"PolicySpec.depth must be >= 0, got {self.depth}")
         if self.time_embed_dim % 2:
             raise ValueError(f"PolicySpec.time_embed_dim must be even, got {self.time_embed_dim}")
-        if not (self.sigma_max > 0 and self.sigma_min > 0):
-            raise ValueError(f"sigma_max and sigma_min must be > 0, got {self.sigma_max}, {self.sigma_min}")
+        self._check_sigmas()
         if self.format_version != FORMAT_VERSION:
             raise ValueError(
                 f"unknown policy format_version {self.format_version}; this gsbpolicy reads version "
                 f"{FORMAT_VERSION} (upgrade gsbpolicy to load newer policies)"
             )
         self._check_bounds()
+
+    def _check_sigmas(self):
+        ddpm = self.parameterization == "ddpm"
+        uses_max = not ddpm
+        uses_min = ddpm or self.sigma_schedule != "constant"
+        if uses_min and not self.sigma_min > 0:
+            raise ValueError(f"sigma_min must be > 0, got {self.sigma_min}")
+        if uses_max and not (
+            self.sigma_max > 0 or (self.sigma_schedule == "constant" and self.sigma_max == 0)
+        ):
+            raise ValueError(
+                f"sigma_max must be > 0 (or exactly 0 with the constant schedule), got {self.sigma_max}"
+            )
+        if self.clip_iterates and (ddpm or self.sigma_schedule != "constant" or self.sigma_max != 0):
+            raise ValueError(
+                "clip_iterates needs the noise-free sampler (velocity parameterization, constant schedule, "
+                "sigma_max = 0): clipped Gaussian steps have no Gaussian density"
+            )
 
     def _check_bounds(self):
         if self.squash == "none":
@@ -110,8 +151,12 @@ class PolicySpec:
             raise ValueError(f"action bounds must be finite with low < high, got low={low}, high={high}")
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        """A JSON-able dict (tuples become lists); later fields are left out at their defaults."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(self).items()
+            if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PolicySpec":
