@@ -108,3 +108,33 @@ def test_fourier_embedding_round_trip(tmp_path, tiny_spec):
     policy = make_policy(spec, key=jax.random.key(3))
     loaded = load_policy(save_policy(policy, tmp_path))
     assert eqx.tree_equal(eqx.filter(loaded, eqx.is_array), eqx.filter(policy, eqx.is_array))
+
+
+def test_later_spec_fields_keep_earlier_configs_and_hashes(tmp_path, tiny_spec):
+    # A spec at the defaults of the fields added after format 1 writes none of them: earlier configs load
+    # unchanged and hash as before (the value below is what gsbpolicy computed before they existed).
+    assert not {"time_reversed", "clip_iterates", "parameterization"} & set(tiny_spec.to_dict())
+    default = PolicySpec(obs_dim=4, act_dim=2, action_low=(-1.0, -2.0), action_high=(1.0, 3.0))
+    assert default.hash() == "a09366d6a4799db3"
+    fpo = {"time_reversed": True, "clip_iterates": True, "sigma_schedule": "constant", "sigma_max": 0.0}
+    for name, changes in (("fpo", fpo), ("ddpm", {"parameterization": "ddpm", "sigma_min": 0.1})):
+        spec = PolicySpec(**{**tiny_spec.to_dict(), **changes})
+        policy = make_policy(spec, key=jax.random.key(3))
+        loaded = load_policy(save_policy(policy, tmp_path / name))
+        assert loaded.spec == spec and spec.hash() != tiny_spec.hash()
+        assert eqx.tree_equal(eqx.filter(loaded, eqx.is_array), eqx.filter(policy, eqx.is_array))
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"clip_iterates": True}, "clip_iterates needs the noise-free sampler"),
+        ({"sigma_schedule": "linear", "sigma_max": 0.0}, "sigma_max must be > 0"),
+        ({"parameterization": "ddim"}, "parameterization"),
+        ({"time_reversed": "yes"}, "true or false"),
+        ({"parameterization": "ddpm", "sigma_min": 0.0}, "sigma_min must be > 0"),
+    ],
+)
+def test_spec_rejects_bad_sampler_options(tiny_spec, changes, message):
+    with pytest.raises(ValueError, match=message):
+        PolicySpec(**{**tiny_spec.to_dict(), **changes})
