@@ -139,6 +139,11 @@ def test_gym_preset_runs_end_to_end(tmp_path):
     assert policy.spec.parameterization == "ddpm" and policy.spec.sigma_min == 0.1
 
 
+def test_noise_free_chain_is_rejected():
+    with pytest.raises(ValueError, match="sigma_max must be > 0"):
+        make(PLAYGROUND, sigma_schedule="constant", sigma_max=0.0)
+
+
 def test_presets_follow_the_tables():
     from trainers.dppo import playground_preset
 
