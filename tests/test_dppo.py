@@ -105,9 +105,8 @@ def test_ddpm_policy_exports_to_onnx(ddpm_chain, tmp_path):
     from export import onnx as onnx_export
 
     _, actor, *_ = ddpm_chain
-    for mode in ("ode", "sde"):
-        report = onnx_export.export(actor, tmp_path / f"{mode}.onnx", mode)
-        assert report.passed, report.table()
+    report = onnx_export.export(actor, tmp_path / "policy.onnx", "sde")  # one mode: jax2onnx is slow
+    assert report.passed, report.table()
 
 
 def _check_run(args, policy_dir):

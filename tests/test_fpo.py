@@ -95,9 +95,8 @@ def test_clipped_reference_policy_exports_to_onnx(reference_actor, tmp_path):
 
     _, actor = reference_actor
     actor = dataclasses.replace(actor, spec=dataclasses.replace(actor.spec, clip_iterates=True))
-    for mode in ("ode", "sde"):
-        report = onnx_export.export(actor, tmp_path / f"{mode}.onnx", mode)
-        assert report.passed, report.table()
+    report = onnx_export.export(actor, tmp_path / "policy.onnx", "ode")  # one mode: jax2onnx is slow
+    assert report.passed, report.table()
 
 
 def _check_run(args, policy_dir):
