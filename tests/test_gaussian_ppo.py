@@ -142,3 +142,35 @@ def test_runs_end_to_end_and_its_folder_loads(tmp_path):
     action, _ = load(policy_dir).predict(obs)
     expected = trainer.algorithm.deterministic_act(trainer.state.model.actor, jnp.asarray(obs)[None])[0]
     np.testing.assert_allclose(action, expected, atol=1e-6)
+
+
+def test_presets_follow_the_paper_tables():
+    from trainers.gaussian_ppo import gym_preset, playground_preset
+
+    pg = playground_preset("CheetahRun")  # Table 1, PPO column, with the FPO reference's actor
+    assert (pg.algo.width, pg.algo.depth, pg.algo.activation, pg.algo.std, pg.algo.squash) == (
+        32,
+        4,
+        "silu",
+        "state",
+        "tanh",
+    )
+    assert (pg.critic.width, pg.critic.depth, pg.critic.activation) == (256, 5, "silu")
+    assert (
+        pg.optim.actor_lr,
+        pg.optim.critic_lr,
+        pg.optim.value_coef,
+        pg.algo.clip,
+        pg.algo.entropy_coef,
+    ) == (3e-4, 3e-4, 0.25, 0.1, 0.0)
+    assert pg.rollout.recompute_gae and pg.rollout.reward_scaling == 10.0 and pg.total_steps == 60_000_000
+    gy = gym_preset("Hopper-v5")  # Table 2, PPO column
+    assert (gy.algo.width, gy.algo.depth, gy.algo.activation, gy.algo.std) == (256, 3, "elu", "param")
+    assert (gy.critic.width, gy.critic.depth, gy.critic.activation) == (256, 3, "elu")
+    assert (gy.optim.actor_lr, gy.optim.critic_lr, gy.optim.max_grad_norm, gy.algo.clip) == (
+        1e-4,
+        1e-3,
+        1.0,
+        0.2,
+    )
+    assert gy.rollout.steps_per_iteration // gy.rollout.num_minibatches == 6144 and gy.rollout.epochs == 4
