@@ -11,7 +11,15 @@ import pytest
 
 from trainers._core.loop import Trainer
 from trainers.gaussian_actor import GaussianActor, GaussianSpec, load_gaussian, save_gaussian, tanh_log_det
-from trainers.gaussian_ppo import GaussianPpo, GaussianPpoArgs, cpu_preset, load
+from trainers.gaussian_ppo import (
+    GaussianPpo,
+    GaussianPpoArgs,
+    cpu_preset,
+    gym_preset,
+    load,
+    main,
+    playground_preset,
+)
 from trainers.presets import with_fields
 
 TINY = {
@@ -117,7 +125,9 @@ def test_policy_folder_round_trip(tmp_path, std):
         load_gaussian(tmp_path / "missing")
 
 
-def test_bad_spec_is_rejected():
+def test_bad_config_is_rejected(tmp_path):
+    with pytest.raises(SystemExit, match="flow policies only"):
+        main(["--log.export-onnx", "--output-dir", str(tmp_path / "x")])
     with pytest.raises(ValueError, match="activation"):
         GaussianSpec(obs_dim=3, act_dim=1, action_low=(-1.0,), action_high=(1.0,), activation="swish")
     with pytest.raises(ValueError, match="act_dim"):
@@ -145,8 +155,6 @@ def test_runs_end_to_end_and_its_folder_loads(tmp_path):
 
 
 def test_presets_follow_the_paper_tables():
-    from trainers.gaussian_ppo import gym_preset, playground_preset
-
     pg = playground_preset("CheetahRun")  # Table 1, PPO column, with the FPO reference's actor
     assert (pg.algo.width, pg.algo.depth, pg.algo.activation, pg.algo.std, pg.algo.squash) == (
         32,
