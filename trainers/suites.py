@@ -191,6 +191,20 @@ SUITES: dict[str, Suite] = {
             kind="compute",
         ),
         Suite(
+            name="compute-gpu-playground",
+            description="Table 3 layout on a Playground task: every method's Table 1 column and geometry "
+            "(2048 envs, 983,040 env steps per iteration), two iterations each, for a GPU machine.",
+            tasks=("CartpoleSwingup",),
+            total_steps=2 * 983_040,
+            seeds=(0,),
+            preset="playground",
+            variants=_methods(*PAPER_METHODS),
+            args=("--eval.num-evals", "1"),
+            eval_protocol=PLAYGROUND_PROTOCOL.replace("10 evaluations", "one evaluation at the end"),
+            budget_note="two iterations of the paper's geometry; wall-clock includes compilation",
+            kind="compute",
+        ),
+        Suite(
             name="compute-gpu",
             description="Paper Table 3 layout on HalfCheetah-v5 with the paper's geometry, for a GPU machine.",
             tasks=("HalfCheetah-v5",),
