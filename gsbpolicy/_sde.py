@@ -11,18 +11,22 @@ a^(n), n >= 1, is clipped to [-1, 1] (FlowRL's `clip_sampler`; only meaningful w
 step density is needed).
 """
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._schedules import AbstractSigmaSchedule, time_grid
 from ._types import Action, Drifts, Noise, Path, Scalar, StepValues
 
 DriftFn = Callable[[Action, Scalar], Action]
 
-_LOG_2PI = float(jnp.log(2 * jnp.pi))
+# The float32 value of log(2 pi), computed without JAX: an array op at import time would start the XLA
+# backend, after which `jax.distributed.initialize` (multi-process training) can no longer run.
+_LOG_2PI = float(np.float32(math.log(2 * math.pi)))
 
 
 class PathSample(NamedTuple):

@@ -3,6 +3,9 @@
 A checkpoint is a folder written next to its final place and swapped in with renames, so a run killed at
 any moment leaves either the previous checkpoint or the new one, never a mix. Loading needs a skeleton of
 the same structure (the freshly initialised training state) and checks every tensor's shape and dtype.
+
+Tensors are stored whole (gathered from every device and process), never per device: a checkpoint does not
+depend on how many devices wrote it, and the trainer lays it out on its own mesh when it loads it.
 """
 
 import json
@@ -14,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import safetensors.numpy
+
+from .distributed import is_main_process, to_host
 
 META = "meta.json"
 
@@ -31,8 +36,11 @@ def _leaves(tree) -> list[tuple[str, Any]]:
 
 
 def tree_to_tensors(tree) -> dict[str, np.ndarray]:
-    """Array leaves as {pytree path: numpy array}; PRNG keys are stored as their raw key data."""
-    return {name: np.asarray(jax.random.key_data(x) if _is_key(x) else x) for name, x in _leaves(tree)}
+    """Array leaves as whole {pytree path: numpy array}; PRNG keys are stored as their raw key data.
+
+    A collective when arrays span several processes: every process must call it.
+    """
+    return {name: to_host(jax.random.key_data(x) if _is_key(x) else x) for name, x in _leaves(tree)}
 
 
 def tensors_to_tree(tensors: dict[str, np.ndarray], like, source: str = "checkpoint"):
@@ -61,13 +69,19 @@ def tensors_to_tree(tensors: dict[str, np.ndarray], like, source: str = "checkpo
 
 
 def save_checkpoint(directory: Path, trees: dict[str, Any], meta: dict) -> None:
-    """Write `trees` (name -> pytree) and `meta` (JSON) into `directory`, replacing it atomically."""
+    """Write `trees` (name -> pytree) and `meta` (JSON) into `directory`, replacing it atomically.
+
+    Every process calls it (gathering is collective); only process 0 writes.
+    """
+    tensors = {name: tree_to_tensors(tree) for name, tree in trees.items()}
+    if not is_main_process():
+        return
     directory = Path(directory)
     tmp, old = directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for name, tree in trees.items():
-        safetensors.numpy.save_file(tree_to_tensors(tree), tmp / f"{name}.safetensors")
+    for name, arrays in tensors.items():
+        safetensors.numpy.save_file(arrays, tmp / f"{name}.safetensors")
     (tmp / META).write_text(json.dumps(meta, indent=1))
     if directory.exists():
         shutil.rmtree(old, ignore_errors=True)

@@ -192,6 +192,15 @@ class TrainArgs:
     """Continue from the run folder's checkpoint (the run then matches an uninterrupted one)."""
     preset: str = "cpu"
     """Name of the preset these values started from (set by --preset; recorded in run.json)."""
+    distributed: bool = False
+    """Join a multi-process run with `jax.distributed.initialize()` (coordinator, process count and id come
+    from Slurm, Open MPI or JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID). Launches by
+    `srun`/`mpirun` with several tasks, or with JAX_COORDINATOR_ADDRESS set, are detected without it.
+    Playground envs only; the batch is split over all devices of all processes, process 0 writes the files."""
+    matmul_precision: Literal["default", "high", "highest"] = "highest"
+    """`jax_default_matmul_precision` for the whole run. "highest" is full float32: "default" lets GPUs use
+    TF32/bf16 passes, which is known to change MJX physics and Playground results (mujoco_playground
+    issues #86, #112); it changes nothing on CPU. Recorded in run.json."""
     rollout: RolloutArgs = RolloutArgs()
     optim: OptimArgs = OptimArgs()
     policy: PolicyArgs = PolicyArgs()

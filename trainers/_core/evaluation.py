@@ -9,19 +9,28 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from gsbpolicy import evaluate
 
 from .algorithm import AbstractAlgorithm
+from .distributed import batch_sharding, constrain, replicated
 from .envs import PlaygroundEnv
 
 
-def make_playground_eval(algorithm: AbstractAlgorithm, env: PlaygroundEnv, episode_length: int):
-    """A jitted `eval(actor, key, deterministic) -> (returns, lengths)` over `env.num_envs` fresh episodes."""
+def make_playground_eval(
+    algorithm: AbstractAlgorithm, env: PlaygroundEnv, episode_length: int, mesh: Mesh | None = None
+):
+    """A jitted `eval(actor, key, deterministic) -> (returns, lengths)` over `env.num_envs` fresh episodes.
+
+    With a `mesh`, the envs are split over its devices and the results gathered onto every device.
+    """
 
     def run(actor, key, deterministic: bool):
         reset_key, act_key = jax.random.split(key)
         env_state, obs = env.reset(reset_key)
+        if mesh is not None:
+            env_state, obs = constrain((env_state, obs), batch_sharding(mesh))
         zeros = jnp.zeros(obs.shape[0])
 
         def step(carry, step_key):
@@ -38,7 +47,7 @@ def make_playground_eval(algorithm: AbstractAlgorithm, env: PlaygroundEnv, episo
 
         init = (env_state, obs, zeros, zeros, jnp.ones(obs.shape[0], bool))
         (_, _, total, length, _), _ = jax.lax.scan(step, init, jax.random.split(act_key, episode_length))
-        return total, length
+        return (total, length) if mesh is None else constrain((total, length), replicated(mesh))
 
     return eqx.filter_jit(run)
 

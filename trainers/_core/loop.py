@@ -3,6 +3,11 @@
 One iteration = rollout (a `lax.scan` for Playground, a host loop for Gymnasium) -> epochs x minibatches
 of updates -> observation-statistics update. Around it: evaluation, metrics.jsonl, atomic checkpoints and,
 at the end, the policy folder (config.json, model.safetensors, results.json).
+
+Playground runs are data-parallel over every device of every process (`distributed.py`): envs and rollout
+sequences split over a 1-D mesh, parameters and optimizer state replicated; the global batch sizes of the
+config are the same whatever the device count. Every process runs this loop; process 0 alone writes.
+Gymnasium runs (host-side envs) stay on one device of one process.
 """
 
 import datetime
@@ -15,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import gym_state
+from . import distributed, gym_state
 from .algorithm import AbstractAlgorithm
 from .checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainArgs, output_path
@@ -44,15 +49,29 @@ def eval_iterations(args: TrainArgs) -> set[int]:
 
 
 class Trainer:
-    """Holds the env, the jitted functions and the state of one run."""
+    """Holds the env, the jitted functions and the state of one run.
 
-    def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs):
+    `devices` (Playground only) restricts the mesh to these devices; default: all devices of all processes.
+    The constructor sets `jax_default_matmul_precision` process-wide to `args.matmul_precision`.
+    """
+
+    def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs, devices=None):
         args.validate()
+        distributed.initialize(args.distributed)  # first: before anything starts the XLA backend
+        jax.config.update("jax_default_matmul_precision", args.matmul_precision)
         self.algorithm, self.args = algorithm, args
+        self.is_main = distributed.is_main_process()
         self.run_dir = output_path(args.output_dir, args.env, algorithm.name, args.seed)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self._check_fresh_or_resume()
         rollout = args.rollout
+        self.mesh = None
+        if "-v" not in args.env:
+            self.mesh = distributed.make_mesh(devices)
+            self._check_mesh_sizes()
+        elif jax.process_count() > 1:
+            raise ValueError(f"multi-process training needs a Playground env; {args.env} runs in one process")
         if "-v" in args.env:
             self.env = make_env(args.env, rollout.num_envs, vectorization_mode=rollout.vectorization)
         else:
@@ -73,13 +92,17 @@ class Trainer:
             model, opt_state, train_key, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
         )
         self.stats = EpisodeStats(rollout.num_envs)
-        update = make_update(algorithm, args, self.optimizers)
+        update = make_update(algorithm, args, self.optimizers, self.mesh)
         if isinstance(env, PlaygroundEnv):
-            self.env_state, self.obs = jax.jit(env.reset)(env_key)
+            self.state = distributed.put(self.state, distributed.replicated(self.mesh))
+            reset = jax.jit(env.reset, out_shardings=distributed.batch_sharding(self.mesh))
+            self.env_state, self.obs = reset(distributed.put(env_key, distributed.replicated(self.mesh)))
             self._iteration = eqx.filter_jit(self._playground_iteration(update))
             eval_env = PlaygroundEnv.make(args.env, args.eval.num_envs, episode_length=rollout.episode_length,
                                           action_repeat=rollout.action_repeat)  # fmt: skip
-            self._eval_playground = make_playground_eval(algorithm, eval_env, rollout.episode_length)
+            self._eval_playground = make_playground_eval(
+                algorithm, eval_env, rollout.episode_length, self.mesh
+            )
         else:
             self.env_state, self.obs = None, env.reset(seed=args.seed)
             self.collector = HostCollector(algorithm, env)
@@ -95,17 +118,30 @@ class Trainer:
                 f"{self.run_dir} already holds a run; pass --resume to continue it or choose another --output-dir"
             )
 
+    def _check_mesh_sizes(self) -> None:
+        """Every batch split over the mesh must give each device the same share (clear errors, not XLA's)."""
+        rollout = self.args.rollout
+        distributed.check_divisible("rollout.num_envs", rollout.num_envs, self.mesh)
+        distributed.check_divisible("sequences per minibatch (num_envs * unrolls_per_iteration / "
+                                    "num_minibatches)", rollout.batch_size, self.mesh)  # fmt: skip
+        distributed.check_divisible("eval.num_envs", self.args.eval.num_envs, self.mesh)
+
     def _playground_iteration(self, update):
         algorithm, env, rollout = self.algorithm, self.env, self.args.rollout
+        split, whole = distributed.batch_sharding(self.mesh), distributed.replicated(self.mesh)
 
         def iteration(state: TrainState, env_state, obs):
             state_key, rollout_key = jax.random.split(state.key)
             env_state, obs, data = collect_playground(
                 algorithm, env, state.model.actor, env_state, obs, rollout_key,
-                rollout.unroll_length, rollout.unrolls_per_iteration,
+                rollout.unroll_length, rollout.unrolls_per_iteration, split,
             )  # fmt: skip
             state, metrics = update(eqx.tree_at(lambda s: s.key, state, state_key), data)
-            return state, env_state, obs, metrics, (data.reward, data.terminated | data.truncated)
+            # Rewards and dones go to every device (the host-side episode statistics read them whole).
+            episodes = (data.reward, data.terminated | data.truncated)
+            state, metrics, episodes = distributed.constrain((state, metrics, episodes), whole)
+            env_state, obs = distributed.constrain((env_state, obs), split)
+            return state, env_state, obs, metrics, episodes
 
         return iteration
 
@@ -130,7 +166,9 @@ class Trainer:
         self.state = trees["state"]
         self.stats.load(trees["stats"])
         if isinstance(self.env, PlaygroundEnv):
-            self.env_state, self.obs = trees["env"]
+            # Checkpoints hold whole arrays: lay them out on this run's mesh, whatever device count wrote them.
+            self.state = distributed.put(self.state, distributed.replicated(self.mesh))
+            self.env_state, self.obs = distributed.put(trees["env"], distributed.batch_sharding(self.mesh))
         else:
             env_tree = dict(trees["env"])
             self.obs = np.asarray(env_tree.pop("obs"))
@@ -163,7 +201,8 @@ class Trainer:
         actor, args = self.state.model.actor, self.args
         eval_seed = 1_000_003 * (args.seed + 1) + int(self.state.iteration)  # never the training stream
         if isinstance(self.env, PlaygroundEnv):
-            returns, lengths = self._eval_playground(actor, jax.random.key(eval_seed), deterministic)
+            key = distributed.put(jax.random.key(eval_seed), distributed.replicated(self.mesh))
+            returns, lengths = self._eval_playground(actor, key, deterministic)
             return np.asarray(returns), np.asarray(lengths)
         episodes = episodes or args.eval.episodes
         return evaluate_gym(self.algorithm, actor, args.env, episodes, eval_seed, deterministic)
@@ -185,9 +224,10 @@ class Trainer:
     def run(self) -> Path:
         args = self.args
         resumed = args.resume and self.restore()
-        write_run_json(self.run_dir, self.algorithm.name, args)
+        if self.is_main:
+            write_run_json(self.run_dir, self.algorithm.name, args, self.mesh)
         logger = RunLogger(self.run_dir, args.num_iterations * args.rollout.steps_per_iteration,
-                           args.log.tensorboard, args.log.progress)  # fmt: skip
+                           args.log.tensorboard, args.log.progress, enabled=self.is_main)  # fmt: skip
         if resumed:
             logger.truncate(self.num_records)
         due_evals = eval_iterations(args)
@@ -218,8 +258,10 @@ class Trainer:
         """Write the policy folder: config.json, model.safetensors, results.json (and policy.onnx)."""
         args = self.args
         policy_dir = self.run_dir / "policy"
+        returns, lengths = self.evaluate(True, args.eval.final_episodes)  # every process: a collective
+        if not self.is_main:
+            return policy_dir
         self.algorithm.save_actor(self.state.model.actor, policy_dir)
-        returns, lengths = self.evaluate(True, args.eval.final_episodes)
         results = {
             "env_id": args.env,
             "algo": self.algorithm.name,

@@ -10,8 +10,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
 
 from .algorithm import AbstractAlgorithm
+from .distributed import constrain
 from .envs import GymnasiumEnv, PlaygroundEnv
 
 
@@ -40,17 +42,22 @@ def collect_playground(
     key,
     unroll_length: int,
     num_unrolls: int,
+    sharding: NamedSharding | None = None,
 ):
     """`num_unrolls` consecutive unrolls of `unroll_length` steps as nested `lax.scan`s (jit this).
 
-    Returns the final env state and observation, and a `Transition` of [num_unrolls * B, T, ...].
+    Returns the final env state and observation, and a `Transition` of [num_unrolls * B, T, ...]. With a
+    batch `sharding`, the envs (and so every step's actions and extras) stay split over the mesh's devices.
     """
+
+    def keep_split(tree):
+        return tree if sharding is None else constrain(tree, sharding)
 
     def step(carry, step_key):
         env_state, obs = carry
         action, extras = algorithm.act(actor, obs, step_key)
         env_state, ts = env.step(env_state, action)
-        return (env_state, ts.obs), Transition(
+        return keep_split((env_state, ts.obs)), Transition(
             obs, ts.reward, ts.terminated, ts.truncated, ts.final_obs, extras
         )
 
@@ -60,7 +67,7 @@ def collect_playground(
 
     (env_state, obs), data = jax.lax.scan(unroll, (env_state, obs), jax.random.split(key, num_unrolls))
     data = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data)
-    return env_state, obs, data
+    return env_state, obs, keep_split(data)
 
 
 class HostCollector:

@@ -46,12 +46,16 @@ def package_versions() -> dict:
     return versions
 
 
-def device_info() -> dict:
+def device_info(mesh=None) -> dict:
+    """The hardware a run used: `mesh_devices` is how many devices its batch was split over."""
     device = jax.devices()[0]
     return {
         "platform": device.platform,
         "device_kind": device.device_kind,
         "device_count": jax.device_count(),
+        "local_device_count": jax.local_device_count(),
+        "process_count": jax.process_count(),
+        "mesh_devices": 1 if mesh is None else int(mesh.devices.size),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
         "matmul_precision": str(jax.config.jax_default_matmul_precision),
@@ -69,13 +73,13 @@ def jsonable(value):
     return value
 
 
-def write_run_json(run_dir: Path, algo: str, args) -> dict:
+def write_run_json(run_dir: Path, algo: str, args, mesh=None) -> dict:
     record = {
         "algo": algo,
         "args": jsonable(args),
         "git": git_commit(),
         "packages": package_versions(),
-        "device": device_info(),
+        "device": device_info(mesh),
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     atomic_write_text(run_dir / "run.json", json.dumps(record, indent=2) + "\n")
@@ -83,17 +87,23 @@ def write_run_json(run_dir: Path, algo: str, args) -> dict:
 
 
 class RunLogger:
-    """Appends one JSON object per line to metrics.jsonl; optional TensorBoard and progress bar."""
+    """Appends one JSON object per line to metrics.jsonl; optional TensorBoard and progress bar.
 
-    def __init__(self, run_dir: Path, total_steps: int, tensorboard: bool, progress: bool):
+    `enabled=False` (processes other than 0 of a multi-process run) makes every method a no-op.
+    """
+
+    def __init__(
+        self, run_dir: Path, total_steps: int, tensorboard: bool, progress: bool, enabled: bool = True
+    ):
         self.path = run_dir / "metrics.jsonl"
+        self.enabled = enabled
         self._writer = None
-        if tensorboard:
+        if tensorboard and enabled:
             from tensorboard.summary import Writer  # tensorboard's own writer: no torch, no TensorFlow
 
             self._writer = Writer(str(run_dir / "tensorboard"))
         self._bar = None
-        if progress:
+        if progress and enabled:
             from tqdm import tqdm
 
             self._bar = tqdm(total=total_steps, unit="step", unit_scale=True, dynamic_ncols=True)
@@ -101,12 +111,16 @@ class RunLogger:
 
     def truncate(self, num_records: int) -> None:
         """Keep the first `num_records` lines (those the checkpoint being resumed had seen)."""
+        if not self.enabled:
+            return
         lines = self.path.read_text().splitlines(keepends=True) if self.path.exists() else []
         atomic_write_text(self.path, "".join(lines[:num_records]))
         if self._bar is not None and lines[:num_records]:
             self._bar.update(json.loads(lines[num_records - 1])["env_steps"])
 
     def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
             f.flush()

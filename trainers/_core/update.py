@@ -10,9 +10,11 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .algorithm import AbstractAlgorithm
 from .config import TrainArgs
+from .distributed import AXIS, constrain
 from .gae import compute_gae
 from .model import ActorCritic, Optimizers, trainable_mask
 from .rollout import Transition
@@ -64,9 +66,19 @@ def _loss(params, static, algorithm: AbstractAlgorithm, args: TrainArgs, batch, 
     return actor_loss + args.optim.value_coef * value_loss, metrics
 
 
-def make_update(algorithm: AbstractAlgorithm, args: TrainArgs, optimizers: Optimizers):
-    """A jittable `update(state, data) -> (state, metrics)` over one iteration's sequences."""
+def make_update(
+    algorithm: AbstractAlgorithm, args: TrainArgs, optimizers: Optimizers, mesh: Mesh | None = None
+):
+    """A jittable `update(state, data) -> (state, metrics)` over one iteration's sequences.
+
+    With a `mesh`, the sequences and every minibatch stay split over its devices (parameters and optimizer
+    state replicated): each device computes its share of each minibatch's loss terms, and the means over
+    the minibatch become all-reduces, so the gradient is that of the global minibatch.
+    """
     rollout = args.rollout
+
+    def split(tree, spec: PartitionSpec):
+        return tree if mesh is None else constrain(tree, NamedSharding(mesh, spec))
 
     def update(state: TrainState, data: Transition) -> tuple[TrainState, dict]:
         # Scan carries must be arrays only: close over the model's static parts (activations, specs).
@@ -85,10 +97,17 @@ def make_update(algorithm: AbstractAlgorithm, args: TrainArgs, optimizers: Optim
         def epoch(carry, _):
             arrays, opt_state, key, batch = carry
             key, perm_key = jax.random.split(key)
+            # One permutation of all the iteration's sequences, as on one device, even when they are split
+            # over several: each minibatch is a uniform draw from the global batch and a run's numbers do not
+            # depend on the device count (only float summation order does). The price is that XLA gathers
+            # the batch across devices once per epoch. Brax-style per-device shuffling avoids that
+            # communication but draws stratified minibatches (an equal share from each device's envs) and
+            # ties the numbers to the device count.
             perm = jax.random.permutation(perm_key, rollout.sequences_per_iteration)
             minibatches = jax.tree.map(
                 lambda x: x[perm].reshape(rollout.num_minibatches, rollout.batch_size, *x.shape[1:]), batch
             )
+            minibatches = split(minibatches, PartitionSpec(None, AXIS))
             (arrays, opt_state, key), metrics = jax.lax.scan(
                 minibatch_step, (arrays, opt_state, key), minibatches
             )
@@ -100,6 +119,7 @@ def make_update(algorithm: AbstractAlgorithm, args: TrainArgs, optimizers: Optim
             batch = (data, zeros, zeros)
         else:
             batch = (data, *_gae(state.model, data, args))
+        batch = split(batch, PartitionSpec(AXIS))
         (arrays, opt_state, _, _), metrics = jax.lax.scan(
             epoch, (arrays, state.opt_state, update_key, batch), None, length=rollout.epochs
         )
