@@ -42,7 +42,9 @@ def initialize(requested: bool) -> None:
 
     Must run before anything starts the XLA backend (any computation, `jax.devices()`...), which is why the
     trainer calls it first. `jax.distributed.initialize()` reads the coordinator address, process count and
-    process id from the environment (Slurm, Open MPI, or the JAX_* variables).
+    process id from Slurm or Open MPI; a hand-made launch sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES
+    and JAX_PROCESS_ID (the last two are read here: JAX reads only the first). Under a launcher JAX gives
+    each process the one GPU of its local rank; JAX_LOCAL_DEVICE_IDS=0,1,... gives one process several.
     """
     if not (requested or cluster_detected()) or jax.distributed.is_initialized():
         return
@@ -53,7 +55,10 @@ def initialize(requested: bool) -> None:
             "--distributed needs jax.distributed.initialize() before JAX starts its backend, but a JAX "
             "computation already ran in this process; start training from a fresh process"
         )
-    jax.distributed.initialize()
+    count, index = os.environ.get("JAX_NUM_PROCESSES"), os.environ.get("JAX_PROCESS_ID")
+    jax.distributed.initialize(
+        num_processes=None if count is None else int(count), process_id=None if index is None else int(index)
+    )
 
 
 def is_main_process() -> bool:

@@ -67,14 +67,15 @@ class Trainer:
         self._check_fresh_or_resume()
         rollout = args.rollout
         self.mesh = None
-        if "-v" not in args.env:
-            self.mesh = distributed.make_mesh(devices)
-            self._check_mesh_sizes()
-        elif jax.process_count() > 1:
-            raise ValueError(f"multi-process training needs a Playground env; {args.env} runs in one process")
         if "-v" in args.env:
+            if jax.process_count() > 1:
+                raise ValueError(
+                    f"multi-process training needs a Playground env; {args.env} runs in one process"
+                )
             self.env = make_env(args.env, rollout.num_envs, vectorization_mode=rollout.vectorization)
         else:
+            self.mesh = distributed.make_mesh(devices)
+            self._check_mesh_sizes()
             self.env = make_env(args.env, rollout.num_envs, episode_length=rollout.episode_length,
                                 action_repeat=rollout.action_repeat)  # fmt: skip
         env = self.env
