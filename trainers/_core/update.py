@@ -99,10 +99,10 @@ def make_update(
             key, perm_key = jax.random.split(key)
             # One permutation of all the iteration's sequences, as on one device, even when they are split
             # over several: each minibatch is a uniform draw from the global batch and a run's numbers do not
-            # depend on the device count (only float summation order does). The price is that XLA gathers
-            # the batch across devices once per epoch. Brax-style per-device shuffling avoids that
-            # communication but draws stratified minibatches (an equal share from each device's envs) and
-            # ties the numbers to the device count.
+            # depend on the device count (only float summation order does). Brax-style per-device shuffling
+            # would draw stratified minibatches (an equal share from each device's envs) and tie the numbers
+            # to the device count. The batch is whole on every device (below), so each device picks its
+            # share of each minibatch locally.
             perm = jax.random.permutation(perm_key, rollout.sequences_per_iteration)
             minibatches = jax.tree.map(
                 lambda x: x[perm].reshape(rollout.num_minibatches, rollout.batch_size, *x.shape[1:]), batch
@@ -119,7 +119,9 @@ def make_update(
             batch = (data, zeros, zeros)
         else:
             batch = (data, *_gae(state.model, data, args))
-        batch = split(batch, PartitionSpec(AXIS))
+        # Gather the iteration's batch onto every device once (one all-gather), so that the global shuffle
+        # of each epoch needs no communication; left split, XLA would move the whole batch every epoch.
+        batch = split(batch, PartitionSpec())
         (arrays, opt_state, _, _), metrics = jax.lax.scan(
             epoch, (arrays, state.opt_state, update_key, batch), None, length=rollout.epochs
         )
