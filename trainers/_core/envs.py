@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+from mujoco import mjx
 from mujoco_playground import MjxEnv, State, dm_control_suite
 
 PLAYGROUND_ENVS: tuple[str, ...] = tuple(dm_control_suite.ALL_ENVS)
@@ -161,6 +162,10 @@ class PlaygroundEnv(eqx.Module):
                 f"{num_envs}, {episode_length}, {action_repeat}"
             )
         env = dm_control_suite.load(name, config_overrides={"impl": "jax", **(config_overrides or {})})
+        if jax.process_count() > 1:
+            # MJX puts the model on jax.devices()[0], which only process 0 can read; every process of a
+            # multi-process run keeps its own copy on one of its devices (a constant of the jitted code).
+            env._mjx_model = mjx.put_model(env.mj_model, impl=env._config.impl, device=jax.local_devices()[0])
         with _playground_promotion():  # `observation_size` traces `env.reset`
             obs_dim = env.observation_size
         if not isinstance(obs_dim, int):
