@@ -71,9 +71,10 @@ def make_update(
 ):
     """A jittable `update(state, data) -> (state, metrics)` over one iteration's sequences.
 
-    With a `mesh`, the sequences and every minibatch stay split over its devices (parameters and optimizer
-    state replicated): each device computes its share of each minibatch's loss terms, and the means over
-    the minibatch become all-reduces, so the gradient is that of the global minibatch.
+    With a `mesh`, every minibatch is split over its devices (parameters and optimizer state replicated):
+    each device computes its share of the minibatch's loss terms, and the means over the minibatch become
+    all-reduces, so the gradient is that of the global minibatch. The iteration's batch itself is copied
+    whole onto every device once, for the shuffle (memory: one batch per device).
     """
     rollout = args.rollout
 
