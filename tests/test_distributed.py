@@ -50,8 +50,17 @@ def trainer(name, num_devices, **changes):
     args = with_fields(base, output_dir=root / name, **changes)
     return Trainer(GsbMdpo(args.algo), args, devices=jax.devices()[:num_devices])
 
+def arrays(t):
+    return [x for x in jax.tree.leaves((t.state, t.env_state, t.obs)) if isinstance(x, jax.Array)]
+
 def iterate(t, n):
-    return [{**t._collect_and_update(), **t.stats.summary()} for _ in range(n)]
+    before = [x.sharding for x in arrays(t)]
+    records = [{**t._collect_and_update(), **t.stats.summary()} for _ in range(n)]
+    # Equivalent, not equal: on one device P("data") and P() are the same layout (and executables read back
+    # from the persistent compilation cache report the latter).
+    assert all(x.sharding.is_equivalent_to(s, x.ndim) for x, s in zip(arrays(t), before)), \
+        "an iteration changed the layout: the next call would compile again"
+    return records
 
 def layout(t):
     return {"obs_devices": len(t.obs.sharding.device_set),

@@ -92,11 +92,18 @@ def check_divisible(what: str, size: int, mesh: Mesh) -> None:
         )
 
 
+def _for(x, sharding: NamedSharding) -> NamedSharding:
+    # XLA gives empty arrays (MJX keeps some [B, 0] fields) a replicated layout whatever it is asked; asking
+    # for that layout from the start keeps a jitted function's outputs laid out like its inputs, and so
+    # avoids a second compile on the next call.
+    return sharding if x.size else replicated(sharding.mesh)
+
+
 def constrain(tree, sharding: NamedSharding):
     """`with_sharding_constraint` on every array leaf (use inside jit); other leaves pass through."""
 
     def leaf(x):
-        return jax.lax.with_sharding_constraint(x, sharding) if eqx.is_array(x) else x
+        return jax.lax.with_sharding_constraint(x, _for(x, sharding)) if eqx.is_array(x) else x
 
     return jax.tree.map(leaf, tree)
 
@@ -115,7 +122,7 @@ def put(tree, sharding: NamedSharding):
         if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
             return jax.random.wrap_key_data(leaf(jax.random.key_data(x)), impl=jax.random.key_impl(x))
         value = np.asarray(x)
-        return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+        return jax.make_array_from_callback(value.shape, _for(value, sharding), lambda index: value[index])
 
     return jax.tree.map(leaf, tree)
 

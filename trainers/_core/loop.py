@@ -96,7 +96,9 @@ class Trainer:
         update = make_update(algorithm, args, self.optimizers, self.mesh)
         if isinstance(env, PlaygroundEnv):
             self.state = distributed.put(self.state, distributed.replicated(self.mesh))
-            reset = jax.jit(env.reset, out_shardings=distributed.batch_sharding(self.mesh))
+            reset = jax.jit(
+                lambda key: distributed.constrain(env.reset(key), distributed.batch_sharding(self.mesh))
+            )
             self.env_state, self.obs = reset(distributed.put(env_key, distributed.replicated(self.mesh)))
             self._iteration = eqx.filter_jit(self._playground_iteration(update))
             eval_env = PlaygroundEnv.make(args.env, args.eval.num_envs, episode_length=rollout.episode_length,
