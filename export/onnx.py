@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import jax
@@ -32,6 +31,7 @@ import onnx
 
 import gsbpolicy
 from gsbpolicy import FlowPolicy, GSBPolicy, load_policy
+from gsbpolicy._io import atomic_write_bytes
 
 from . import _graph
 from .runtime import make_session
@@ -266,18 +266,6 @@ def verify(model: onnx.ModelProto, policy: FlowPolicy, mode: str, seed: int = 0)
 
 
 # ------------------------------------------------------------------------------------------- writing
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder and rename, so no reader sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def export(
     policy: FlowPolicy,
     out: str | os.PathLike,
@@ -290,7 +278,7 @@ def export(
     model = trace(policy, mode, opset, loop)
     report = verify(model, policy, mode)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out, model.SerializeToString())
+    atomic_write_bytes(out, model.SerializeToString())
     return report
 
 

@@ -41,7 +41,7 @@ def policy_tensors(policy: FlowPolicy) -> dict[str, np.ndarray]:
     return {_leaf_key(path): np.asarray(leaf) for path, leaf in leaves}
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     """Write through a temporary file in the same folder and rename, so a crash never leaves half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -51,6 +51,14 @@ def _atomic_write(path: Path, write) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_bytes(data))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text))
 
 
 def config_dict(spec: PolicySpec) -> dict:
@@ -75,9 +83,9 @@ def save_policy(policy: FlowPolicy, directory: str | os.PathLike) -> Path:
         "format_version": str(FORMAT_VERSION),
         "spec_hash": policy.spec.hash(),
     }
-    _atomic_write(directory / WEIGHTS_NAME, lambda p: safetensors.numpy.save_file(tensors, p, metadata))
+    atomic_write(directory / WEIGHTS_NAME, lambda p: safetensors.numpy.save_file(tensors, p, metadata))
     text = json.dumps(config_dict(policy.spec), indent=2, sort_keys=True) + "\n"
-    _atomic_write(directory / CONFIG_NAME, lambda p: Path(p).write_text(text))
+    atomic_write(directory / CONFIG_NAME, lambda p: Path(p).write_text(text))
     return directory
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gsbpolicy._io import atomic_write_bytes
+
 RESULTS_DIR = Path(__file__).parent / "results"
 README = Path(__file__).parents[1] / "README.md"
 
@@ -253,19 +255,13 @@ def ledger_suites(results_dir: Path) -> list[str]:
     return sorted(p.name.removesuffix(".runs.jsonl") for p in results_dir.glob("*.runs.jsonl"))
 
 
-def _atomic_write(path: Path, content: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(content)
-    tmp.replace(path)
-
-
 def write_suite(suite: str, results_dir: Path = RESULTS_DIR, readme: Path = README) -> None:
     files = generated_files(suite, results_dir)
     for path, content in files.items():
-        _atomic_write(path, content)
+        atomic_write_bytes(path, content)
     if readme.exists() and results_dir.resolve() == RESULTS_DIR.resolve():
         md = files[results_dir / f"{suite}.md"].decode()
-        _atomic_write(readme, readme_with_tables(readme.read_text(), {suite: md}).encode())
+        atomic_write_bytes(readme, readme_with_tables(readme.read_text(), {suite: md}).encode())
 
 
 def stale_files(results_dir: Path = RESULTS_DIR, readme: Path = README) -> list[str]:

@@ -10,8 +10,6 @@ import dataclasses
 import datetime
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 CONFIG = "config.json"
@@ -34,18 +32,6 @@ RESULTS_FIELDS = {
     "date": str,
 }
 """results.json fields (written by trainers/_core/loop.py `Trainer.finish`) and their JSON types."""
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder and rename: no reader sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 class FolderError(ValueError):

@@ -13,10 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from gsbpolicy._io import atomic_write_bytes
+
 from .baselines import method_name
 from .card import default_repo_name, render_card
 from .curves import CURVE_NAME, png_digest, render_curve
-from .folder import CardSource, FolderError, atomic_write_bytes
+from .folder import CardSource, FolderError
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 EXAMPLE_ORG = "your-org"

@@ -54,7 +54,7 @@ def test_run_folder_matches_the_shared_layout(trained):
     assert {"eval/return_deterministic", "eval/return_stochastic_std"} <= set(records(run_dir)[-1])
     results = json.loads((policy_dir / "results.json").read_text())
     assert set(results) == {"env_id", "algo", "mean", "std", "n_episodes", "returns", "lengths", "deterministic",
-                            "seeds", "env_steps", "git_commit", "date"}  # fmt: skip
+                            "seeds", "eval_seed", "env_steps", "git_commit", "git_dirty", "date"}  # fmt: skip
     assert results["algo"] == "ppo" and results["env_steps"] == 256 and results["n_episodes"] == 2
     suffixes = {p.suffix for p in run_dir.rglob("*") if p.is_file()}
     assert suffixes <= {".json", ".jsonl", ".safetensors"}, suffixes  # no zip, no pickle

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import safetensors.numpy
 
 from gsbpolicy import RunningNorm
+from gsbpolicy._io import atomic_write
 from gsbpolicy._networks import ACTIVATIONS
 
 from ._core.checkpoint import tensors_to_tree, tree_to_tensors
@@ -127,9 +128,10 @@ def save_gaussian(actor: GaussianActor, directory) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors = tree_to_tensors(eqx.filter(actor, eqx.is_array))
-    tmp = directory / ".model.safetensors.tmp"
-    safetensors.numpy.save_file(tensors, tmp, {"format": FORMAT, "format_version": str(FORMAT_VERSION)})
-    tmp.replace(directory / "model.safetensors")
+    metadata = {"format": FORMAT, "format_version": str(FORMAT_VERSION)}
+    atomic_write(
+        directory / "model.safetensors", lambda tmp: safetensors.numpy.save_file(tensors, tmp, metadata)
+    )
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "spec": dataclasses.asdict(actor.spec)}
     atomic_write_text(directory / "config.json", json.dumps(config, indent=2) + "\n")
     return directory

@@ -17,10 +17,9 @@ import jax
 import jax.numpy as jnp
 
 from ._core.algorithm import AbstractAlgorithm
-from ._core.cli import parse
+from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, RolloutArgs, TrainArgs
 from ._core.evaluation import AlgorithmPredictor
-from ._core.loop import train
 from .gaussian_actor import GaussianActor, GaussianSpec, load_gaussian, save_gaussian
 from .presets import gym, playground, specialise, with_fields
 
@@ -167,10 +166,14 @@ PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset
 
 
 def main(argv=None) -> None:
-    args = parse(Args, PRESETS, "cpu", __doc__, argv)
-    policy_dir = train(GaussianPpo(args.algo), args)
-    print(f"\npolicy saved to {policy_dir}")
-    print(f'load it with: from trainers.gaussian_ppo import load; load("{policy_dir}").predict(obs)')
+    run_cli(
+        Args,
+        PRESETS,
+        GaussianPpo,
+        __doc__,
+        argv,
+        load_hint='from trainers.gaussian_ppo import load; load("{}").predict(obs)',
+    )
 
 
 if __name__ == "__main__":

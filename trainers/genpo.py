@@ -21,10 +21,9 @@ import jax.numpy as jnp
 from gsbpolicy._sde import prior_log_prob
 
 from ._core.algorithm import AbstractAlgorithm
-from ._core.cli import parse
+from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
 from ._core.evaluation import AlgorithmPredictor
-from ._core.loop import train
 from .genpo_flow import GenPOFlow, load_genpo, make_genpo, save_genpo
 from .presets import gym, playground, specialise, with_fields
 
@@ -180,10 +179,14 @@ PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset
 
 
 def main(argv=None) -> None:
-    args = parse(Args, PRESETS, "cpu", __doc__, argv)
-    policy_dir = train(GenPO(args.algo), args)
-    print(f"\npolicy saved to {policy_dir}")
-    print(f'load it with: from trainers.genpo import GenPOPolicy; GenPOPolicy.load("{policy_dir}")')
+    run_cli(
+        Args,
+        PRESETS,
+        GenPO,
+        __doc__,
+        argv,
+        load_hint='from trainers.genpo import GenPOPolicy; GenPOPolicy.load("{}")',
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import safetensors.numpy
 
 from gsbpolicy import PolicySpec, RunningNorm
-from gsbpolicy._io import _atomic_write, load_into, policy_tensors
+from gsbpolicy._io import atomic_write, load_into, policy_tensors
 from gsbpolicy._networks import DriftMLP
 from gsbpolicy._policy import FlowPolicy
 from gsbpolicy._sde import prior_log_prob
@@ -130,7 +130,7 @@ def save_genpo(actor: GenPOFlow, directory: Path) -> Path:
     instead of failing on missing tensors."""
     directory.mkdir(parents=True, exist_ok=True)
     tensors = policy_tensors(actor)
-    _atomic_write(
+    atomic_write(
         directory / WEIGHTS_NAME, lambda p: safetensors.numpy.save_file(tensors, p, {"format": FORMAT})
     )
     config = {"format": FORMAT, "mix": actor.mix, "genpo_spec": actor.spec.to_dict()}

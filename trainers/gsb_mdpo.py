@@ -20,9 +20,8 @@ import jax.numpy as jnp
 from gsbpolicy import FlowPolicy, sample_noise
 
 from ._core.algorithm import AbstractAlgorithm
-from ._core.cli import parse
+from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
-from ._core.loop import train
 from .presets import gym, playground, specialise, with_fields
 
 
@@ -138,10 +137,7 @@ PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset
 
 
 def main(argv=None) -> None:
-    args = parse(Args, PRESETS, "cpu", __doc__, argv)
-    policy_dir = train(GsbMdpo(args.algo), args)
-    print(f"\npolicy saved to {policy_dir}")
-    print(f'load it with: from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("{policy_dir}")')
+    run_cli(Args, PRESETS, GsbMdpo, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ observation statistics every step. Actor and critic learning rates are two Adam 
 """
 
 import dataclasses
-import datetime
-import json
 import time
 from typing import Literal
 
@@ -25,9 +23,9 @@ from ._core.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from ._core.cli import parse
 from ._core.config import CriticArgs, OptimArgs, TrainArgs, output_path
 from ._core.envs import PlaygroundEnv
-from ._core.evaluation import evaluate_gym, make_playground_eval
+from ._core.evaluation import eval_record, eval_seed, evaluate_gym, make_playground_eval, write_results
 from ._core.loop import eval_iterations
-from ._core.runlog import RunLogger, atomic_write_text, git_commit, write_run_json
+from ._core.runlog import RunLogger, write_run_json
 from ._core.sb3_vecenv import EpisodeCollector, make_sb3_env
 from .gaussian_actor import GaussianActor, save_gaussian
 from .gaussian_ppo import GaussianPpo, GaussianPpoArgs
@@ -117,12 +115,12 @@ class Sb3Trainer:
     def evaluate(self, deterministic: bool, episodes: int | None = None):
         """Per-episode returns and lengths by the shared evaluation code, with the shared loop's seeds."""
         args, actor = self.args, self.actor()
-        eval_seed = 1_000_003 * (args.seed + 1) + self.iteration
+        seed = eval_seed(args.seed, self.iteration)
         if "-v" not in args.env:
-            returns, lengths = self._eval_playground(actor, jax.random.key(eval_seed), deterministic)
+            returns, lengths = self._eval_playground(actor, jax.random.key(seed), deterministic)
             return np.asarray(returns), np.asarray(lengths)
         episodes = episodes or args.eval.episodes
-        return evaluate_gym(EVALUATOR, actor, args.env, episodes, eval_seed, deterministic)
+        return evaluate_gym(EVALUATOR, actor, args.env, episodes, seed, deterministic)
 
     def after_update(self) -> None:
         seconds = time.perf_counter() - self._start
@@ -137,13 +135,7 @@ class Sb3Trainer:
                   **{f"train/{k}": v for k, v in metrics.items()}}  # fmt: skip
         self._write(record)
         if self.iteration in eval_iterations(self.args):
-            record = {"type": "eval", "iteration": self.iteration, "env_steps": self.model.num_timesteps}
-            for mode, deterministic in (("deterministic", True), ("stochastic", False)):
-                returns, lengths = self.evaluate(deterministic)
-                record[f"eval/return_{mode}"] = float(returns.mean())
-                record[f"eval/return_{mode}_std"] = float(returns.std())
-                record[f"eval/length_{mode}"] = float(lengths.mean())
-            self._write(record)
+            self._write(eval_record(self.iteration, self.model.num_timesteps, self.evaluate))
         if self.iteration % self.args.log.checkpoint_every == 0 or self.iteration == self.args.num_iterations:
             meta = {"iteration": self.iteration, "env_steps": self.model.num_timesteps,
                     "n_updates": self.model._n_updates, "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
@@ -192,12 +184,8 @@ class Sb3Trainer:
         args, policy_dir = self.args, self.run_dir / "policy"
         save_gaussian(self.actor(), policy_dir)
         returns, lengths = self.evaluate(True, args.eval.final_episodes)
-        results = {"env_id": args.env, "algo": "ppo", "mean": float(returns.mean()), "std": float(returns.std()),
-                   "n_episodes": int(returns.size), "returns": returns.tolist(), "lengths": lengths.astype(int).tolist(),
-                   "deterministic": True, "seeds": [args.seed], "env_steps": int(self.model.num_timesteps),
-                   "git_commit": git_commit()["commit"],
-                   "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}  # fmt: skip
-        atomic_write_text(policy_dir / "results.json", json.dumps(results, indent=2) + "\n")
+        write_results(policy_dir, env_id=args.env, algo="ppo", returns=returns, lengths=lengths, seed=args.seed,
+                      env_steps=int(self.model.num_timesteps), eval_seed=eval_seed(args.seed, self.iteration))  # fmt: skip
         self.model.env.close()
         return policy_dir
 

@@ -3,6 +3,7 @@
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import tyro
 
@@ -35,3 +36,18 @@ def parse(args_type: type, presets: dict[str, Preset], default_preset: str, desc
     except ValueError as err:
         raise SystemExit(f"invalid configuration: {err}") from err
     return args
+
+
+FLOW_POLICY_HINT = 'from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("{}")'
+
+
+def run_cli(args_type: type, presets: dict[str, Preset], make_algorithm, description: str, argv=None,
+            load_hint: str = FLOW_POLICY_HINT) -> Path:  # fmt: skip
+    """A trainer's `main`: parse (default preset "cpu"), train, then say where the policy is and how to load it."""
+    from .loop import train
+
+    args = parse(args_type, presets, "cpu", description, argv)
+    policy_dir = train(make_algorithm(args.algo), args)
+    print(f"\npolicy saved to {policy_dir}")
+    print(f"load it with: {load_hint.format(policy_dir)}")
+    return policy_dir

@@ -84,3 +84,49 @@ def evaluate_gym(
     finally:
         env.close()
     return np.asarray(result.returns), np.asarray(result.lengths)
+
+
+def eval_seed(train_seed: int, iteration: int) -> int:
+    """The seed of the evaluation after `iteration`: distinct per point and never the training stream."""
+    return 1_000_003 * (train_seed + 1) + iteration
+
+
+def eval_record(iteration: int, env_steps: int, evaluate) -> dict:
+    """A metrics.jsonl eval line: deterministic and stochastic returns; `evaluate(deterministic)` gives
+    per-episode (returns, lengths)."""
+    record = {"type": "eval", "iteration": iteration, "env_steps": env_steps}
+    for mode, deterministic in (("deterministic", True), ("stochastic", False)):
+        returns, lengths = evaluate(deterministic)
+        record[f"eval/return_{mode}"] = float(returns.mean())
+        record[f"eval/return_{mode}_std"] = float(returns.std())
+        record[f"eval/length_{mode}"] = float(lengths.mean())
+    return record
+
+
+def write_results(policy_dir, *, env_id: str, algo: str, returns, lengths, seed: int, env_steps: int,
+                  eval_seed: int) -> dict:  # fmt: skip
+    """results.json of a finished run (the schema the model cards read): the final deterministic evaluation."""
+    import datetime
+    import json
+
+    from .runlog import atomic_write_text, git_commit
+
+    git = git_commit()
+    results = {
+        "env_id": env_id,
+        "algo": algo,
+        "mean": float(returns.mean()),
+        "std": float(returns.std()),  # population std, as the Hub's mean_reward convention
+        "n_episodes": int(returns.size),
+        "returns": returns.tolist(),
+        "lengths": lengths.astype(int).tolist(),
+        "deterministic": True,
+        "seeds": [seed],
+        "eval_seed": eval_seed,
+        "env_steps": env_steps,
+        "git_commit": git["commit"],
+        "git_dirty": git["dirty"],
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    atomic_write_text(policy_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    return results

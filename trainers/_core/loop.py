@@ -10,8 +10,6 @@ config are the same whatever the device count. Every process runs this loop; pro
 Gymnasium runs (host-side envs) stay on one device of one process.
 """
 
-import datetime
-import json
 import time
 from pathlib import Path
 
@@ -25,10 +23,10 @@ from .algorithm import AbstractAlgorithm
 from .checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainArgs, output_path
 from .envs import GymnasiumEnv, PlaygroundEnv, make_env
-from .evaluation import evaluate_gym, make_playground_eval
+from .evaluation import eval_record, eval_seed, evaluate_gym, make_playground_eval, write_results
 from .model import ActorCritic, Optimizers, ValueMLP, trainable_mask
 from .rollout import HostCollector, collect_playground
-from .runlog import RunLogger, atomic_write_text, git_commit, write_run_json
+from .runlog import RunLogger, write_run_json
 from .stats import EpisodeStats
 from .update import TrainState, make_update
 
@@ -202,26 +200,16 @@ class Trainer:
 
     def evaluate(self, deterministic: bool, episodes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         actor, args = self.state.model.actor, self.args
-        eval_seed = 1_000_003 * (args.seed + 1) + int(self.state.iteration)  # never the training stream
+        seed = eval_seed(args.seed, int(self.state.iteration))
         if isinstance(self.env, PlaygroundEnv):
-            key = distributed.put(jax.random.key(eval_seed), distributed.replicated(self.mesh))
+            key = distributed.put(jax.random.key(seed), distributed.replicated(self.mesh))
             returns, lengths = self._eval_playground(actor, key, deterministic)
             return np.asarray(returns), np.asarray(lengths)
         episodes = episodes or args.eval.episodes
-        return evaluate_gym(self.algorithm, actor, args.env, episodes, eval_seed, deterministic)
+        return evaluate_gym(self.algorithm, actor, args.env, episodes, seed, deterministic)
 
     def _eval_record(self) -> dict:
-        record = {
-            "type": "eval",
-            "iteration": int(self.state.iteration),
-            "env_steps": int(self.state.env_steps),
-        }
-        for mode, deterministic in (("deterministic", True), ("stochastic", False)):
-            returns, lengths = self.evaluate(deterministic)
-            record[f"eval/return_{mode}"] = float(returns.mean())
-            record[f"eval/return_{mode}_std"] = float(returns.std())
-            record[f"eval/length_{mode}"] = float(lengths.mean())
-        return record
+        return eval_record(int(self.state.iteration), int(self.state.env_steps), self.evaluate)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> Path:
@@ -265,21 +253,9 @@ class Trainer:
         if not self.is_main:
             return policy_dir
         self.algorithm.save_actor(self.state.model.actor, policy_dir)
-        results = {
-            "env_id": args.env,
-            "algo": self.algorithm.name,
-            "mean": float(returns.mean()),
-            "std": float(returns.std()),
-            "n_episodes": int(returns.size),
-            "returns": returns.tolist(),
-            "lengths": lengths.astype(int).tolist(),
-            "deterministic": True,
-            "seeds": [args.seed],
-            "env_steps": int(self.state.env_steps),
-            "git_commit": git_commit()["commit"],
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        }
-        atomic_write_text(policy_dir / "results.json", json.dumps(results, indent=2) + "\n")
+        write_results(policy_dir, env_id=args.env, algo=self.algorithm.name, returns=returns, lengths=lengths,
+                      seed=args.seed, env_steps=int(self.state.env_steps),
+                      eval_seed=eval_seed(args.seed, int(self.state.iteration)))  # fmt: skip
         if args.log.export_onnx:
             from export.onnx import export_policy_folder
 

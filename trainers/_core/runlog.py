@@ -11,14 +11,10 @@ from pathlib import Path
 
 import jax
 
+from gsbpolicy._io import atomic_write_text  # noqa: F401  (re-exported for the trainers)
+
 PACKAGES = ("gsbpolicy", "jax", "jaxlib", "equinox", "optax", "numpy", "gymnasium", "mujoco", "mujoco-mjx",
-            "playground", "tyro")  # fmt: skip
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+            "playground", "tyro", "stable-baselines3", "torch")  # fmt: skip
 
 
 def git_commit() -> dict:
