@@ -187,7 +187,7 @@ SUITES: dict[str, Suite] = {
                 "2",
             ),  # fmt: skip
             eval_protocol="one 2-episode evaluation at the end (kept small: the table measures training cost)",
-            budget_note="4 iterations of the paper's geometry (the paper used 5M steps on a GPU)",
+            budget_note="4 iterations of the paper's geometry; the paper used 5M steps on a GPU",
             kind="compute",
         ),
         Suite(
