@@ -119,3 +119,37 @@ def test_no_advantage_leaks_across_episode_boundaries():
     rewards[3:] += 10.0  # change only the episodes that start after the boundary
     after, _ = _gae(rewards, values, next_values, terminated, truncated)
     np.testing.assert_array_equal(before[:3], after[:3])
+
+
+def test_playground_next_values_equal_a_full_critic_pass():
+    """The update's shortcut (critic passes only at sequence ends and truncations) gives V(final_obs_t)
+    wherever GAE uses it, with truncations every `episode_length` steps and terminations anywhere."""
+    from gsbpolicy import PolicySpec, make_policy
+    from trainers._core.config import CriticArgs
+    from trainers._core.model import ActorCritic, ValueMLP
+    from trainers._core.rollout import Transition
+    from trainers._core.update import _next_values, _values
+    from trainers.gsb_mdpo import playground_preset
+    from trainers.presets import with_fields
+
+    rng = np.random.default_rng(0)
+    num_seq, steps, episode_length, obs_dim = 4, 12, 5, 3
+    spec = PolicySpec(obs_dim=obs_dim, act_dim=1, num_steps=2, width=8, depth=1, action_low=(-1.0,),
+                      action_high=(1.0,))  # fmt: skip
+    model = ActorCritic(make_policy(spec, key=jax.random.key(0)),
+                        ValueMLP(obs_dim, CriticArgs(width=8, depth=1), key=jax.random.key(1)))  # fmt: skip
+    chain = rng.normal(size=(num_seq, steps + 1, obs_dim)).astype(np.float32)
+    final_obs = chain[:, 1:].copy()
+    counters = rng.integers(0, episode_length, num_seq)[:, None] + np.arange(1, steps + 1)
+    truncated = counters % episode_length == 0
+    terminated = ~truncated & (rng.random((num_seq, steps)) < 0.1)
+    ended = truncated | terminated
+    final_obs[ended] = rng.normal(size=(ended.sum(), obs_dim))  # the state reached before the reset
+    data = Transition(*map(jnp.asarray, (chain[:, :-1], np.zeros((num_seq, steps), np.float32), terminated,
+                                         truncated, final_obs)), None)  # fmt: skip
+    args = with_fields(playground_preset("CartpoleSwingup"), rollout={"episode_length": episode_length})
+    fast = _next_values(model, data, _values(model, data.obs), args)
+    full = _values(model, data.final_obs)
+    np.testing.assert_allclose(
+        np.where(terminated, 0, fast), np.where(terminated, 0, full), rtol=1e-5, atol=1e-6
+    )
