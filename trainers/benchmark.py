@@ -11,6 +11,7 @@ record: curve, final evaluation, cost, hardware, commit) and the summaries are r
 checkpoint. Ctrl-C or a crash loses at most the run in progress, which `--resume` then continues.
 """
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -48,6 +49,11 @@ class BenchArgs:
     """Where the run ledger and the generated summaries go."""
     dry_run: bool = False
     """Print the commands without running them."""
+    jobs: int = 1
+    """Runs at a time. Keep 1 where wall-clock is compared (the compute suites, a 2-core CPU); more suits a
+    many-core GPU machine, where each run is latency-bound and leaves the device mostly idle."""
+    sample_interval: float = 0.25
+    """Seconds between memory samples of a run. Each GPU sample calls nvidia-smi, so raise it with --jobs."""
 
 
 # ---------------------------------------------------------------------------------------------- ledger
@@ -160,7 +166,7 @@ class MemorySampler:
         }
 
 
-def execute(cmd: list[str], directory: Path) -> dict:
+def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> dict:
     """Run one trainer; returns its wall-clock and memory. Output goes to <run>/train.log."""
     directory.mkdir(parents=True, exist_ok=True)
     # Device memory is measured, so XLA must not preallocate most of the GPU up front.
@@ -168,7 +174,7 @@ def execute(cmd: list[str], directory: Path) -> dict:
     start = time.perf_counter()
     with (directory / "train.log").open("a") as log:
         process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        sampler = MemorySampler(process.pid)
+        sampler = MemorySampler(process.pid, sample_interval)
         try:
             code = process.wait()
         finally:
@@ -202,7 +208,9 @@ def _accumulate_cost(directory: Path, attempt: dict) -> dict:
     return cost
 
 
-def collect_record(suite: Suite, task: str, variant: Variant, seed: int, directory: Path) -> dict:
+def collect_record(
+    suite: Suite, task: str, variant: Variant, seed: int, directory: Path, jobs: int = 1
+) -> dict:
     """The ledger line of a finished run, from its run folder."""
     lines = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in lines if r["type"] == "eval"]
@@ -221,7 +229,7 @@ def collect_record(suite: Suite, task: str, variant: Variant, seed: int, directo
         "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
         "curve": curve,
         "step_clip_frac": {"env_steps": [c[0] for c in clip], "value": [c[1] for c in clip]} if clip else None,
-        "cost": _cost_so_far(directory),
+        "cost": _cost_so_far(directory), "concurrent_runs": jobs,
         "git": run["git"], "packages": run["packages"], "device": run["device"],
         "hardware": hardware(),
         "finished": results["date"],
@@ -268,12 +276,14 @@ def plan(args: BenchArgs, suite: Suite) -> list[tuple[str, Variant, int]]:
 def run_suite(args: BenchArgs) -> int:
     if args.suite not in SUITES:
         raise SystemExit(f"unknown suite {args.suite!r}; suites: {sorted(SUITES)}")
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
     suite = SUITES[args.suite]
     ledger = ledger_path(args.results_dir, suite.name)
     done = {run_key(r) for r in read_ledger(ledger)}
-    failures = []
     todo = [run for run in plan(args, suite) if (run[0], run[1].name, run[2]) not in done]
     print(f"suite {suite.name}: {len(todo)} runs to do ({suite.budget_note})")
+    commands = []
     for number, (task, variant, seed) in enumerate(todo, 1):
         directory = run_dir(args, suite, task, variant, seed)
         finished = (directory / "policy" / "results.json").exists()
@@ -282,22 +292,44 @@ def run_suite(args: BenchArgs) -> int:
             raise SystemExit(f"{directory} holds an interrupted run; pass --resume to continue it")
         cmd = command(suite, task, variant, seed, directory, resume=started and not finished)
         print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: {' '.join(cmd[1:])}", flush=True)
-        if args.dry_run:
-            continue
-        if not finished:
+        commands.append((task, variant, seed, directory, None if finished else cmd))
+    if args.dry_run:
+        return 0
+
+    # Runs go in plan order, `jobs` at a time; only this thread writes the ledger and the summaries, in the
+    # order runs finish, so concurrent runs never race on a file.
+    failures = []
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
+    try:
+        futures = {
+            pool.submit(_train, cmd, directory, args.sample_interval): (task, variant, seed, directory)
+            for task, variant, seed, directory, cmd in commands
+        }
+        for future in concurrent.futures.as_completed(futures):
+            task, variant, seed, directory = futures[future]
             try:
-                _accumulate_cost(directory, execute(cmd, directory))
+                future.result()
             except RuntimeError as err:
                 print(f"FAILED {err}", file=sys.stderr, flush=True)
                 failures.append((task, variant.name, seed))
                 continue
-        record = collect_record(suite, task, variant, seed, directory)
-        append_ledger(ledger, record)
-        print(f"    final return {record['final']['mean']:.1f}, {record['cost']['wall_s']:.0f} s", flush=True)
-        _aggregate(suite.name, args.results_dir)
+            record = collect_record(suite, task, variant, seed, directory, args.jobs)
+            append_ledger(ledger, record)
+            print(f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}, "
+                  f"{record['cost']['wall_s']:.0f} s", flush=True)  # fmt: skip
+            _aggregate(suite.name, args.results_dir)
+    finally:
+        # Ctrl-C must not start the queued runs (the running ones get the same SIGINT).
+        pool.shutdown(wait=True, cancel_futures=True)
     if failures:
         print(f"{len(failures)} runs failed: {failures}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _train(cmd: list[str] | None, directory: Path, sample_interval: float) -> None:
+    """Run one trainer to the end (nothing to do for a run that finished before its ledger line was written)."""
+    if cmd is not None:
+        _accumulate_cost(directory, execute(cmd, directory, sample_interval))
 
 
 def _aggregate(suite: str, results_dir: Path) -> None:
