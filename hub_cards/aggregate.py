@@ -49,6 +49,14 @@ def _mean(values):
     return round(float(np.mean(values)), 3) if values else None
 
 
+def hardware_label(record: dict) -> str:
+    """Where a run ran, in words: CPU, cores, GPU, and how many runs shared the machine."""
+    hw = record.get("hardware") or {}
+    label = f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores, GPU {hw.get('gpu') or 'none'}"
+    together = record.get("concurrent_runs", 1)
+    return label + (f", {together} runs at a time" if together > 1 else "")
+
+
 def summarize(suite_name: str, records: list[dict]) -> dict:
     """The `<suite>.json` summary (schema in hub_cards/results/README.md)."""
     from trainers.suites import SUITES
@@ -81,6 +89,7 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                 "mean_rss_mib_mean": _mean(r["cost"].get("mean_rss_mib") for r in runs),
                 "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
                 "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
+                "hardware": sorted({hardware_label(r) for r in runs}),
             }
             clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
             if clips:
@@ -121,11 +130,10 @@ def markdown(summary: dict) -> str:
     variants = []
     for entries in summary["tasks"].values():
         variants += [v for v in entries if v not in variants]
-    hw = summary["hardware"] or {}
     lines = [
         f"**{summary['suite']}**: {summary['description']} Budget {summary['budget_env_steps']:,} env steps "
         f"({summary['budget_note']}); final deterministic return, mean ± std across seeds (seeds). "
-        f"Hardware: {hw.get('cpu', '?')}, {hw.get('cores', '?')} cores, GPU {hw.get('gpu') or 'none'}.",
+        f"Hardware: {_hardware_text(summary)}.",
         "",
         "| task | " + " | ".join(variants) + " |",
         "|---|" + "---|" * len(variants),
@@ -151,6 +159,18 @@ def markdown(summary: dict) -> str:
                 lines.append(f"| {task} | {v} | {_fmt(det[-1] if det else None)} | "
                              f"{_fmt(sto[-1] if sto else None)} | {_fmt(clip[-1] if clip else None, 3)} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _hardware_text(summary: dict) -> str:
+    """One machine for the whole table, or which runs ran where (the returns do not depend on it)."""
+    where: dict[str, list[str]] = {}
+    for task, entries in summary["tasks"].items():
+        for variant, e in entries.items():
+            for label in e.get("hardware", []):
+                where.setdefault(label, []).append(f"{variant} on {task}")
+    if len(where) <= 1:
+        return next(iter(where), "none recorded")
+    return "; ".join(f"{label} for {', '.join(runs)}" for label, runs in where.items())
 
 
 def _compute_table(summary: dict) -> str:

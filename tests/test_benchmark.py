@@ -35,17 +35,24 @@ def tiny_suite(monkeypatch):
 
 
 def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, capsys):
-    args = benchmark.BenchArgs(suite="tiny", methods=("lambda=0",), seeds=(0,), runs_dir=tmp_path / "runs",
-                               results_dir=tmp_path / "results")  # fmt: skip
+    # Two runs at once: the ledger gets both lines, written by the runner's one thread as runs finish.
+    args = benchmark.BenchArgs(suite="tiny", methods=("lambda=0",), seeds=(0, 1), runs_dir=tmp_path / "runs",
+                               results_dir=tmp_path / "results", jobs=2)  # fmt: skip
     assert benchmark.run_suite(args) == 0
-    (record,) = benchmark.read_ledger(tmp_path / "results" / "tiny.runs.jsonl")
+    records = sorted(benchmark.read_ledger(tmp_path / "results" / "tiny.runs.jsonl"), key=lambda r: r["seed"])
+    assert [(r["variant"], r["seed"], r["concurrent_runs"]) for r in records] == [
+        ("lambda=0", 0, 2),
+        ("lambda=0", 1, 2),
+    ]
+    record = records[0]
     assert (record["task"], record["variant"], record["seed"]) == ("InvertedPendulum-v5", "lambda=0", 0)
     assert "--algo.kl-coef 0" in record["command"] and record["final"]["env_steps"] == 128
     assert record["cost"]["wall_s"] > 0 and record["cost"]["peak_rss_mib"] > 50
     assert len(record["curve"]["env_steps"]) == 2 and len(record["step_clip_frac"]["value"]) == 2
     summary = json.loads((tmp_path / "results" / "tiny.json").read_text())
     entry = summary["tasks"]["InvertedPendulum-v5"]["lambda=0"]
-    assert entry["final_mean"] == pytest.approx(record["final"]["mean"], abs=1e-3) and entry["final_std"] == 0
+    finals = [r["final"]["mean"] for r in records]
+    assert entry["final_mean"] == pytest.approx(sum(finals) / 2, abs=1e-3) and entry["seeds"] == [0, 1]
     assert (tmp_path / "results" / "tiny.png").read_bytes()[:4] == b"\x89PNG"
     assert "lambda=0" in (tmp_path / "results" / "tiny.md").read_text()
     # Finished runs are skipped: a second call has nothing to do.
@@ -94,6 +101,16 @@ def test_summary_arithmetic(tiny_suite):
     assert list(summary["tasks"]["InvertedPendulum-v5"]) == ["gsb_mdpo", "lambda=0"]  # suite order
     table = aggregate.markdown(summary)
     assert "**15.0 ± 5.0 (2)**" in table and "5.0 ± 0.0 (1)" in table
+    assert "Hardware: x, 2 cores, GPU none." in table
+
+
+def test_mixed_hardware_is_named_per_method(tiny_suite):
+    gpu = {**_record("lambda=0", 0, 5.0, [5.0]), "hardware": {"cpu": "y", "cores": 16, "gpu": "H200"},
+           "concurrent_runs": 5}  # fmt: skip
+    summary = aggregate.summarize("tiny", [_record("gsb_mdpo", 0, 10.0, [10.0]), gpu])
+    table = aggregate.markdown(summary)
+    assert "x, 2 cores, GPU none for gsb_mdpo on InvertedPendulum-v5" in table
+    assert "y, 16 cores, GPU H200, 5 runs at a time for lambda=0 on InvertedPendulum-v5" in table
 
 
 def test_readme_block_is_replaced():
