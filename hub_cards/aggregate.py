@@ -90,6 +90,7 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                 "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
                 "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
                 "hardware": sorted({hardware_label(r) for r in runs}),
+                "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
             }
             clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
             if clips:
@@ -149,6 +150,13 @@ def markdown(summary: dict) -> str:
             text = f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({len(e['seeds'])})"
             cells.append(f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text)
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    shared = [f"{v} on {task} from {', '.join(e['reused_from'])}" for task, entries in summary["tasks"].items()
+              for v, e in entries.items() if e.get("reused_from")]  # fmt: skip
+    if shared:
+        lines += [
+            "",
+            f"Runs shared with another suite (the same trainer command, trained once): {'; '.join(shared)}.",
+        ]
     if summary["kind"] == "ablation":
         lines += ["", "| task | variant | deterministic ODE eval | stochastic SDE eval | final step-clip fraction |",
                   "|---|---|---|---|---|"]  # fmt: skip

@@ -73,6 +73,30 @@ def test_interrupted_run_needs_resume(tiny_suite, tmp_path):
     assert benchmark.run_suite(resumed) == 0  # dry run: prints the --resume command
 
 
+def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp_path, monkeypatch, capsys):
+    results, variant = tmp_path / "results", tiny_suite.variants[0]
+    args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0,), runs_dir=tmp_path / "runs",
+                               results_dir=results)  # fmt: skip
+    # The same trainer args under another suite's output folder.
+    cmd = benchmark.command(tiny_suite, "InvertedPendulum-v5", variant, 0, tmp_path / "elsewhere", False)
+    other = {**_record("gsb_mdpo", 0, 7.0, [7.0]), "suite": "other", "command": " ".join(cmd[1:])}
+    benchmark.append_ledger(results / "other.runs.jsonl", other)
+    monkeypatch.setattr(benchmark, "_train", lambda *a: pytest.fail("a finished run was trained again"))
+    assert benchmark.run_suite(args) == 0
+    (record,) = benchmark.read_ledger(results / "tiny.runs.jsonl")
+    assert record["reused_from"] == "other" and record["suite"] == "tiny" and record["final"]["mean"] == 7.0
+    assert json.loads((results / "tiny.json").read_text())["num_runs"] == 1
+    assert "gsb_mdpo on InvertedPendulum-v5 from other" in (results / "tiny.md").read_text()
+    # Different trainer args (the lambda=0 variant) are a different run.
+    capsys.readouterr()
+    assert (
+        benchmark.run_suite(benchmark.BenchArgs(**{**vars(args), "methods": ("lambda=0",), "dry_run": True}))
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "--algo.kl-coef 0" in out and "the same run is in" not in out
+
+
 def test_unknown_names_are_refused(tiny_suite):
     with pytest.raises(SystemExit, match="unknown suite"):
         benchmark.run_suite(benchmark.BenchArgs(suite="nope"))

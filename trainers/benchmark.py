@@ -50,8 +50,8 @@ class BenchArgs:
     dry_run: bool = False
     """Print the commands without running them."""
     jobs: int = 1
-    """Runs at a time. Keep 1 where wall-clock is compared (the compute suites, a 2-core CPU); more suits a
-    many-core GPU machine, where each run is latency-bound and leaves the device mostly idle."""
+    """Runs at a time. Keep 1 where wall-clock is compared (the compute suites, a 2-core CPU); on a many-core
+    machine give each run two or three cores (17 Gym runs on 16 cores and one GPU each ran 3x slower)."""
     sample_interval: float = 0.25
     """Seconds between memory samples of a run. Each GPU sample calls nvidia-smi, so raise it with --jobs."""
 
@@ -84,6 +84,24 @@ def append_ledger(path: Path, record: dict) -> None:
 
 def run_key(record: dict) -> tuple[str, str, int]:
     return record["task"], record["variant"], record["seed"]
+
+
+def trainer_args(cmd: str) -> str:
+    """A ledger command without its output folder: two runs with equal trainer args are the same run."""
+    return re.sub(r"--output-dir \S+ ", "", cmd)
+
+
+def finished_elsewhere(results_dir: Path, suite: str) -> dict[str, tuple[str, dict]]:
+    """Finished runs of the other suites' ledgers, by trainer args (e.g. ablation-cpu's default variant is
+    cpu-gym's GSB-MDPO on Hopper-v5, so it is not trained twice)."""
+    found = {}
+    for path in sorted(results_dir.glob("*.runs.jsonl")):
+        other = path.name.removesuffix(".runs.jsonl")
+        if other != suite:
+            for record in read_ledger(path):
+                if "reused_from" not in record:
+                    found.setdefault(trainer_args(record["command"]), (other, record))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------- one run
@@ -283,9 +301,19 @@ def run_suite(args: BenchArgs) -> int:
     done = {run_key(r) for r in read_ledger(ledger)}
     todo = [run for run in plan(args, suite) if (run[0], run[1].name, run[2]) not in done]
     print(f"suite {suite.name}: {len(todo)} runs to do ({suite.budget_note})")
+    elsewhere = finished_elsewhere(args.results_dir, suite.name)
     commands = []
     for number, (task, variant, seed) in enumerate(todo, 1):
         directory = run_dir(args, suite, task, variant, seed)
+        same = elsewhere.get(
+            trainer_args(" ".join(command(suite, task, variant, seed, directory, False)[1:]))
+        )
+        if same is not None:
+            print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: the same run is in {same[0]}")
+            if not args.dry_run:
+                record = {**same[1], "suite": suite.name, "variant": variant.name, "reused_from": same[0]}
+                append_ledger(ledger, record)
+            continue
         finished = (directory / "policy" / "results.json").exists()
         started = (directory / "metrics.jsonl").exists() or (directory / "checkpoint").exists()
         if started and not finished and not args.resume:
@@ -295,6 +323,8 @@ def run_suite(args: BenchArgs) -> int:
         commands.append((task, variant, seed, directory, None if finished else cmd))
     if args.dry_run:
         return 0
+    if len(commands) < len(todo):
+        _aggregate(suite.name, args.results_dir)
 
     # Runs go in plan order, `jobs` at a time; only this thread writes the ledger and the summaries, in the
     # order runs finish, so concurrent runs never race on a file.
