@@ -85,6 +85,7 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                 "curve_stochastic": _curve(runs, "stochastic"),
                 "env_steps": runs[0]["final"]["env_steps"],
                 "wall_s_mean": _mean(r["cost"]["wall_s"] for r in runs),
+                "wall_s_min": round(min(r["cost"]["wall_s"] for r in runs), 3),
                 "peak_rss_mib_mean": _mean(r["cost"].get("peak_rss_mib") for r in runs),
                 "mean_rss_mib_mean": _mean(r["cost"].get("mean_rss_mib") for r in runs),
                 "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
@@ -150,6 +151,22 @@ def markdown(summary: dict) -> str:
             text = f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({len(e['seeds'])})"
             cells.append(f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text)
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    # Runs may have shared the machine (with each other, or with other work), so the fastest run per method
+    # is the closest to its uncontended cost.
+    fastest = []
+    for v in variants:
+        walls = [
+            e["wall_s_min"]
+            for entries in summary["tasks"].values()
+            if (e := entries.get(v)) and e["wall_s_min"]
+        ]
+        if walls:
+            fastest.append(f"{v} {min(walls) / 60:.1f}")
+    if fastest:
+        lines += [
+            "",
+            f"Fastest run per method, minutes end to end (on the hardware above): {', '.join(fastest)}.",
+        ]
     shared = [f"{v} on {task} from {', '.join(e['reused_from'])}" for task, entries in summary["tasks"].items()
               for v, e in entries.items() if e.get("reused_from")]  # fmt: skip
     if shared:

@@ -126,6 +126,7 @@ def test_summary_arithmetic(tiny_suite):
     table = aggregate.markdown(summary)
     assert "**15.0 ± 5.0 (2)**" in table and "5.0 ± 0.0 (1)" in table
     assert "Hardware: x, 2 cores, GPU none." in table
+    assert "minutes end to end (on the hardware above): gsb_mdpo 0.2, lambda=0 0.3." in table
 
 
 def test_mixed_hardware_is_named_per_method(tiny_suite):
