@@ -130,7 +130,9 @@ SUITES: dict[str, Suite] = {
             variants=_methods(*PAPER_METHODS),
             args=_CPU_GYM_GEOMETRY,
             eval_protocol="10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations",
-            budget_note="1M env steps: 1/40 of the paper's budget, sized so that one run takes <= 30 min on 2 cores",
+            budget_note="1M env steps: 1/40 of the paper's budget, sized so that one run of every method but "
+            "GenPO takes <= 30 min on 2 cores; GenPO's two-network coupling flow costs several times GSB-MDPO's per step "
+            "(compute-cpu), so its runs take longer",
         ),
         Suite(
             name="cpu-playground",
