@@ -86,6 +86,11 @@ def run_key(record: dict) -> tuple[str, str, int]:
     return record["task"], record["variant"], record["seed"]
 
 
+def ledger_command(suite: Suite, task: str, variant: Variant, seed: int, directory: Path) -> str:
+    """The trainer arguments a ledger line records (without --resume)."""
+    return " ".join(command(suite, task, variant, seed, directory, False)[1:])
+
+
 def trainer_args(cmd: str) -> str:
     """A ledger command without its output folder: two runs with equal trainer args are the same run."""
     return re.sub(r"--output-dir \S+ ", "", cmd)
@@ -243,7 +248,7 @@ def collect_record(
     clip = [(r["env_steps"], r["train/step_clip_frac"]) for r in trains if "train/step_clip_frac" in r]
     return {
         "suite": suite.name, "task": task, "variant": variant.name, "method": variant.method, "seed": seed,
-        "command": " ".join(command(suite, task, variant, seed, directory, False)[1:]),
+        "command": ledger_command(suite, task, variant, seed, directory),
         "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
         "curve": curve,
         "step_clip_frac": {"env_steps": [c[0] for c in clip], "value": [c[1] for c in clip]} if clip else None,
@@ -305,9 +310,7 @@ def run_suite(args: BenchArgs) -> int:
     commands = []
     for number, (task, variant, seed) in enumerate(todo, 1):
         directory = run_dir(args, suite, task, variant, seed)
-        same = elsewhere.get(
-            trainer_args(" ".join(command(suite, task, variant, seed, directory, False)[1:]))
-        )
+        same = elsewhere.get(trainer_args(ledger_command(suite, task, variant, seed, directory)))
         if same is not None:
             print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: the same run is in {same[0]}")
             if not args.dry_run:
