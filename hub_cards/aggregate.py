@@ -57,6 +57,28 @@ def hardware_label(record: dict) -> str:
     return label + (f", {together} runs at a time" if together > 1 else "")
 
 
+REFERENCE = "gsb_mdpo"
+"""The column every other column is compared with (the method, or the ablations' default variant)."""
+MIN_SEEDS_FOR_VERDICT = 3
+
+
+def verdict(reference: dict | None, other: dict) -> str | None:
+    """How the reference column fares against `other` on one task: "win", "tie" or "loss".
+
+    A tie when the means differ by less than the larger of the two across-seed stds: with 3-5 seeds a gap
+    inside one std is not evidence. None for the reference itself, or when either has fewer than
+    `MIN_SEEDS_FOR_VERDICT` seeds.
+    """
+    if reference is None or reference is other or reference["method"] != REFERENCE:
+        return None
+    if min(len(reference["seeds"]), len(other["seeds"])) < MIN_SEEDS_FOR_VERDICT:
+        return None
+    gap = reference["final_mean"] - other["final_mean"]
+    if abs(gap) < max(reference["final_std"], other["final_std"]):
+        return "tie"
+    return "win" if gap > 0 else "loss"
+
+
 def summarize(suite_name: str, records: list[dict]) -> dict:
     """The `<suite>.json` summary (schema in hub_cards/results/README.md)."""
     from trainers.suites import SUITES
@@ -100,8 +122,13 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                 entry["step_clip_frac"] = {
                     "env_steps": clips[0]["env_steps"][:n],
                     "mean": _round(values.mean(0)),
+                    "mean_over_training": _round(values.mean())[0],
+                    "peak": _round(values.mean(0).max())[0],
                 }
             tasks[task][variant] = entry
+        tasks[task] = {
+            v: {**e, "verdict": verdict(tasks[task].get(REFERENCE), e)} for v, e in tasks[task].items()
+        }
     first = records[0] if records else {}
     return {
         "suite": suite.name,
@@ -174,16 +201,57 @@ def markdown(summary: dict) -> str:
             "",
             f"Runs shared with another suite (the same trainer command, trained once): {'; '.join(shared)}.",
         ]
+    lines += _verdict_lines(summary)
     if summary["kind"] == "ablation":
-        lines += ["", "| task | variant | deterministic ODE eval | stochastic SDE eval | final step-clip fraction |",
-                  "|---|---|---|---|---|"]  # fmt: skip
+        lines += ["", "| task | variant | deterministic ODE eval | stochastic SDE eval | step-clip fraction: "
+                  "mean over training (peak) |", "|---|---|---|---|---|"]  # fmt: skip
         for task, entries in summary["tasks"].items():
             for v, e in entries.items():
                 det, sto = e["curve"]["mean"], e["curve_stochastic"]["mean"]
-                clip = e.get("step_clip_frac", {}).get("mean", [])
                 lines.append(f"| {task} | {v} | {_fmt(det[-1] if det else None)} | "
-                             f"{_fmt(sto[-1] if sto else None)} | {_fmt(clip[-1] if clip else None, 3)} |")  # fmt: skip
+                             f"{_fmt(sto[-1] if sto else None)} | {_clip_text(e)} |")  # fmt: skip
+    else:
+        clips = [f"{task} {_clip_text(e)}" for task, entries in summary["tasks"].items()
+                 if (e := entries.get(REFERENCE)) and "step_clip_frac" in e]  # fmt: skip
+        if clips:
+            lines += ["", f"{REFERENCE} step-clip fraction (share of rollout samples whose step log-ratio is "
+                      f"clipped), mean over training (peak of the across-seed mean): {'; '.join(clips)}."]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _clip_text(entry: dict) -> str:
+    clip = entry.get("step_clip_frac")
+    return f"{clip['mean_over_training']:.3f} ({clip['peak']:.3f})" if clip else "-"
+
+
+def _verdict_lines(summary: dict) -> list[str]:
+    """Where the reference column wins, ties and loses, per task, by `verdict`'s rule."""
+    ablation = summary["kind"] == "ablation"
+    words = (
+        {"win": "worse than", "tie": "within noise of", "loss": "better than"}
+        if ablation
+        else {"win": "beats", "tie": "ties", "loss": "loses to"}
+    )
+    parts = []
+    for task, entries in summary["tasks"].items():
+        by_outcome: dict[str, list[str]] = {}
+        for v, e in entries.items():
+            if e.get("verdict"):
+                by_outcome.setdefault(e["verdict"], []).append(v)
+        if ablation:
+            text = "; ".join(f"{v} {words[o]} {REFERENCE}" for o, vs in by_outcome.items() for v in vs)
+        else:
+            text = "; ".join(f"{words[o]} {', '.join(vs)}" for o, vs in by_outcome.items())
+        if text:
+            parts.append(f"{task}: {text}")
+    if not parts:
+        return []
+    head = "Against the default variant" if ablation else f"{REFERENCE} against the other methods"
+    return [
+        "",
+        f"{head} (a tie when the means differ by less than the larger across-seed std; only columns with "
+        f">= {MIN_SEEDS_FOR_VERDICT} seeds): {'. '.join(parts)}.",
+    ]
 
 
 def _hardware_text(summary: dict) -> str:

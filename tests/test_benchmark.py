@@ -129,6 +129,27 @@ def test_summary_arithmetic(tiny_suite):
     assert "minutes end to end (on the hardware above): gsb_mdpo 0.2, lambda=0 0.3." in table
 
 
+def test_wins_ties_and_losses_need_three_seeds_and_a_gap_beyond_one_std(tiny_suite):
+    def runs(variant, finals):
+        return [_record(variant, seed, final, [final]) for seed, final in enumerate(finals)]
+
+    # Default 10 +/- 0.8; lambda=0 8 +/- 0.8 differs by 2 > 0.8: the default wins, so lambda=0 is worse.
+    summary = aggregate.summarize(
+        "tiny", runs("gsb_mdpo", [9.0, 10.0, 11.0]) + runs("lambda=0", [7.0, 8.0, 9.0])
+    )
+    entries = summary["tasks"]["InvertedPendulum-v5"]
+    assert entries["lambda=0"]["verdict"] == "win" and entries["gsb_mdpo"]["verdict"] is None
+    assert "InvertedPendulum-v5: lambda=0 worse than gsb_mdpo." in aggregate.markdown(summary)
+    # A gap inside the larger std is a tie; fewer than three seeds gives no verdict at all.
+    tie = aggregate.summarize(
+        "tiny", runs("gsb_mdpo", [9.0, 10.0, 11.0]) + runs("lambda=0", [5.0, 9.5, 14.0])
+    )
+    assert tie["tasks"]["InvertedPendulum-v5"]["lambda=0"]["verdict"] == "tie"
+    few = aggregate.summarize("tiny", runs("gsb_mdpo", [9.0, 10.0]) + runs("lambda=0", [1.0, 2.0, 3.0]))
+    assert few["tasks"]["InvertedPendulum-v5"]["lambda=0"]["verdict"] is None
+    assert "worse than" not in aggregate.markdown(few)
+
+
 def test_mixed_hardware_is_named_per_method(tiny_suite):
     gpu = {**_record("lambda=0", 0, 5.0, [5.0]), "hardware": {"cpu": "y", "cores": 16, "gpu": "H200"},
            "concurrent_runs": 5}  # fmt: skip
