@@ -50,11 +50,9 @@ def _mean(values):
 
 
 def hardware_label(record: dict) -> str:
-    """Where a run ran, in words: CPU, cores, GPU, and how many runs shared the machine."""
+    """The machine a run ran on, in words: CPU, cores, GPU."""
     hw = record.get("hardware") or {}
-    label = f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores, GPU {hw.get('gpu') or 'none'}"
-    together = record.get("concurrent_runs", 1)
-    return label + (f", {together} runs at a time" if together > 1 else "")
+    return f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores, GPU {hw.get('gpu') or 'none'}"
 
 
 REFERENCE = "gsb_mdpo"
@@ -113,6 +111,7 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                 "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
                 "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
                 "hardware": sorted({hardware_label(r) for r in runs}),
+                "runs_sharing_machine": sum(r.get("concurrent_runs", 1) > 1 for r in runs),
                 "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
             }
             clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
@@ -255,15 +254,21 @@ def _verdict_lines(summary: dict) -> list[str]:
 
 
 def _hardware_text(summary: dict) -> str:
-    """One machine for the whole table, or which runs ran where (the returns do not depend on it)."""
+    """One machine for the whole table, or which runs ran where (the returns do not depend on it), and how
+    many runs shared their machine with other runs (which slows only their wall-clock)."""
     where: dict[str, list[str]] = {}
+    shared = total = 0
     for task, entries in summary["tasks"].items():
         for variant, e in entries.items():
             for label in e.get("hardware", []):
                 where.setdefault(label, []).append(f"{variant} on {task}")
+            shared += e.get("runs_sharing_machine", 0)
+            total += len(e["seeds"])
     if len(where) <= 1:
-        return next(iter(where), "none recorded")
-    return "; ".join(f"{label} for {', '.join(runs)}" for label, runs in where.items())
+        text = next(iter(where), "none recorded")
+    else:
+        text = "; ".join(f"{label} for {', '.join(runs)}" for label, runs in where.items())
+    return text + (f" ({shared} of {total} runs shared the machine with another run)" if shared else "")
 
 
 def _compute_table(summary: dict) -> str:
