@@ -56,18 +56,19 @@ def hardware_label(record: dict) -> str:
 
 
 REFERENCE = "gsb_mdpo"
-"""The column every other column is compared with (the method, or the ablations' default variant)."""
+"""The method whose step-clip fraction the benchmark tables report."""
 MIN_SEEDS_FOR_VERDICT = 3
 
 
 def verdict(reference: dict | None, other: dict) -> str | None:
-    """How the reference column fares against `other` on one task: "win", "tie" or "loss".
+    """How the reference column (GSB-MDPO, or an ablation's control) fares against `other` on one task:
+    "win", "tie" or "loss".
 
     A tie when the means differ by less than the larger of the two across-seed stds: with 3-5 seeds a gap
     inside one std is not evidence. None for the reference itself, or when either has fewer than
     `MIN_SEEDS_FOR_VERDICT` seeds.
     """
-    if reference is None or reference is other or reference["method"] != REFERENCE:
+    if reference is None or reference is other:
         return None
     if min(len(reference["seeds"]), len(other["seeds"])) < MIN_SEEDS_FOR_VERDICT:
         return None
@@ -125,9 +126,10 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                     "peak": _round(values.mean(0).max())[0],
                 }
             tasks[task][variant] = entry
-        tasks[task] = {
-            v: {**e, "verdict": verdict(tasks[task].get(REFERENCE), e)} for v, e in tasks[task].items()
-        }
+        for v, e in tasks[task].items():
+            baseline = suite.variant(v).baseline if v in order else REFERENCE
+            e["compared_with"] = baseline if baseline != v else None
+            e["verdict"] = verdict(tasks[task].get(baseline), e)
     first = records[0] if records else {}
     return {
         "suite": suite.name,
@@ -238,14 +240,16 @@ def _verdict_lines(summary: dict) -> list[str]:
             if e.get("verdict"):
                 by_outcome.setdefault(e["verdict"], []).append(v)
         if ablation:
-            text = "; ".join(f"{v} {words[o]} {REFERENCE}" for o, vs in by_outcome.items() for v in vs)
+            text = "; ".join(
+                f"{v} {words[o]} {entries[v]['compared_with']}" for o, vs in by_outcome.items() for v in vs
+            )
         else:
             text = "; ".join(f"{words[o]} {', '.join(vs)}" for o, vs in by_outcome.items())
         if text:
             parts.append(f"{task}: {text}")
     if not parts:
         return []
-    head = "Against the default variant" if ablation else f"{REFERENCE} against the other methods"
+    head = "Each ablation against its control" if ablation else f"{REFERENCE} against the other methods"
     return [
         "",
         f"{head} (a tie when the means differ by less than the larger across-seed std; only columns with "

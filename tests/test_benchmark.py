@@ -175,6 +175,7 @@ def test_suites_are_consistent():
     for suite in SUITES.values():
         assert len(set(suite.variant_names)) == len(suite.variants)
         assert suite.kind in ("benchmark", "ablation", "compute")
+        assert {v.baseline for v in suite.variants} <= set(suite.variant_names)  # every control is a column
     assert SUITES["paper-playground"].total_steps == 60_000_000 and len(SUITES["paper-playground"].tasks) == 8
     assert SUITES["paper-gym"].total_steps == 40_000_000 and len(SUITES["paper-gym"].seeds) == 5
     assert np.all([s.startswith("--") for s in SUITES["cpu-gym"].args[::2]])
