@@ -2,6 +2,7 @@
 rules, the aggregation arithmetic, and that the committed summaries match the committed ledgers."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -48,6 +49,7 @@ def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, 
     assert (record["task"], record["variant"], record["seed"]) == ("InvertedPendulum-v5", "lambda=0", 0)
     assert "--algo.kl-coef 0" in record["command"] and record["final"]["env_steps"] == 128
     assert record["cost"]["wall_s"] > 0 and record["cost"]["peak_rss_mib"] > 50
+    assert 0 < record["cost"]["trainer_wall_s"] <= record["cost"]["wall_s"]
     assert len(record["curve"]["env_steps"]) == 2 and len(record["step_clip_frac"]["value"]) == 2
     summary = json.loads((tmp_path / "results" / "tiny.json").read_text())
     entry = summary["tasks"]["InvertedPendulum-v5"]["lambda=0"]
@@ -59,6 +61,20 @@ def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, 
     capsys.readouterr()
     assert benchmark.run_suite(args) == 0
     assert "0 runs to do" in capsys.readouterr().out
+
+
+def test_a_killed_attempt_still_counts_toward_wall_clock(tmp_path, monkeypatch):
+    monkeypatch.setattr(benchmark, "PROGRESS_EVERY_S", 0.1)
+    sleep = [sys.executable, "-c", "import time; time.sleep(1.0)"]
+    first = benchmark.execute(sleep, tmp_path)
+    progress = json.loads((tmp_path / benchmark.ATTEMPT_FILE).read_text())
+    assert 0.5 < progress["wall_s"] <= first["wall_s"] and progress["peak_rss_mib"] > 0
+    # The runner is killed before it records `first`: the next attempt counts the progress it left.
+    second = benchmark.execute([sys.executable, "-c", "pass"], tmp_path)
+    cost = benchmark._accumulate_cost(tmp_path, second)
+    assert cost["attempts"] == 2
+    assert cost["wall_s"] == pytest.approx(progress["wall_s"] + second["wall_s"])
+    assert not (tmp_path / benchmark.ATTEMPT_FILE).exists()
 
 
 def test_interrupted_run_needs_resume(tiny_suite, tmp_path):

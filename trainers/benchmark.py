@@ -176,6 +176,10 @@ class MemorySampler:
     def stop(self) -> dict:
         self._stop.set()
         self._thread.join()
+        return self.snapshot()
+
+    def snapshot(self) -> dict:
+        """Peak and mean memory over the samples so far."""
 
         def stats(samples):
             return (max(samples), sum(samples) / len(samples)) if samples else (None, None)
@@ -189,9 +193,17 @@ class MemorySampler:
         }
 
 
+ATTEMPT_FILE = "bench_cost.attempt.json"
+"""The running attempt's cost so far, rewritten every `PROGRESS_EVERY_S` seconds, so that a runner killed
+mid-run (a session that ends, SIGTERM) loses at most that much of the run's wall-clock; the next attempt
+folds it into `bench_cost.json`."""
+PROGRESS_EVERY_S = 30.0
+
+
 def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> dict:
     """Run one trainer; returns its wall-clock and memory. Output goes to <run>/train.log."""
     directory.mkdir(parents=True, exist_ok=True)
+    _fold_interrupted_attempt(directory)
     # Device memory is measured, so XLA must not preallocate most of the GPU up front.
     env = {**os.environ, "TQDM_DISABLE": "1", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     start = time.perf_counter()
@@ -199,7 +211,13 @@ def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> d
         process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         sampler = MemorySampler(process.pid, sample_interval)
         try:
-            code = process.wait()
+            while True:
+                try:
+                    code = process.wait(timeout=PROGRESS_EVERY_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    so_far = {"wall_s": time.perf_counter() - start, **sampler.snapshot()}
+                    _write_json(directory / ATTEMPT_FILE, so_far)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -210,6 +228,18 @@ def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> d
             f"exit code {code}: {' '.join(cmd)}\n--- {directory / 'train.log'} (tail) ---\n{tail}"
         )
     return {"wall_s": time.perf_counter() - start, **memory}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _fold_interrupted_attempt(directory: Path) -> None:
+    """An attempt that was killed (or failed) still cost its time: count what it recorded."""
+    if (directory / ATTEMPT_FILE).exists():
+        _accumulate_cost(directory, json.loads((directory / ATTEMPT_FILE).read_text()))
 
 
 def _cost_so_far(directory: Path) -> dict:
@@ -223,11 +253,10 @@ def _accumulate_cost(directory: Path, attempt: dict) -> dict:
     cost["wall_s"] += attempt["wall_s"]
     cost["attempts"] += 1
     for name in ("peak_rss_mib", "peak_gpu_mib", "mean_rss_mib", "mean_gpu_mib"):
-        values = [v for v in (cost.get(name), attempt[name]) if v is not None]
+        values = [v for v in (cost.get(name), attempt.get(name)) if v is not None]
         cost[name] = max(values) if values else None
-    tmp = directory / ".bench_cost.json.tmp"
-    tmp.write_text(json.dumps(cost))
-    os.replace(tmp, directory / "bench_cost.json")
+    _write_json(directory / "bench_cost.json", cost)
+    (directory / ATTEMPT_FILE).unlink(missing_ok=True)
     return cost
 
 
@@ -246,13 +275,18 @@ def collect_record(
         "stochastic": [r.get("eval/return_stochastic") for r in evals],
     }
     clip = [(r["env_steps"], r["train/step_clip_frac"]) for r in trains if "train/step_clip_frac" in r]
+    cost = _cost_so_far(directory)
+    # The trainer's own clock (kept in its checkpoints across resumes) is a floor for the end-to-end time:
+    # an attempt whose runner was killed before `ATTEMPT_FILE` existed left no end-to-end record.
+    cost["trainer_wall_s"] = trains[-1].get("time/wall_s") if trains else None
+    cost["wall_s"] = max(cost["wall_s"], cost["trainer_wall_s"] or 0.0)
     return {
         "suite": suite.name, "task": task, "variant": variant.name, "method": variant.method, "seed": seed,
         "command": ledger_command(suite, task, variant, seed, directory),
         "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
         "curve": curve,
         "step_clip_frac": {"env_steps": [c[0] for c in clip], "value": [c[1] for c in clip]} if clip else None,
-        "cost": _cost_so_far(directory), "concurrent_runs": jobs,
+        "cost": cost, "concurrent_runs": jobs,
         "git": run["git"], "packages": run["packages"], "device": run["device"],
         "hardware": hardware(),
         "finished": results["date"],
@@ -366,9 +400,15 @@ def _train(cmd: list[str] | None, directory: Path, sample_interval: float) -> No
 
 
 def _aggregate(suite: str, results_dir: Path) -> None:
-    from hub_cards.aggregate import write_suite
+    """Regenerate the summaries. They derive from the ledger, whose line is already saved, so a failure
+    here must not stop the runs still going (it did once, when aggregate.py changed under a long runner)."""
+    try:
+        from hub_cards.aggregate import write_suite
 
-    write_suite(suite, results_dir)
+        write_suite(suite, results_dir)
+    except Exception as err:  # noqa: BLE001 - reported, and `python -m hub_cards.aggregate` redoes it
+        print(f"summaries of {suite} not regenerated ({type(err).__name__}: {err}); the ledger is saved: "
+              "run `python -m hub_cards.aggregate`", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def main(argv=None) -> None:
