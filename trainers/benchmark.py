@@ -25,6 +25,8 @@ from pathlib import Path
 
 import tyro
 
+from gsbpolicy._io import atomic_write_text
+
 from .suites import SUITES, Suite, Variant, available_methods
 
 
@@ -77,9 +79,7 @@ def append_ledger(path: Path, record: dict) -> None:
     """Rewrite the ledger with one more line, atomically (a crash leaves the old or the new file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = (path.read_text() if path.exists() else "") + json.dumps(record, sort_keys=True) + "\n"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
 
 
 def run_key(record: dict) -> tuple[str, str, int]:
@@ -217,7 +217,7 @@ def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> d
                     break
                 except subprocess.TimeoutExpired:
                     so_far = {"wall_s": time.perf_counter() - start, **sampler.snapshot()}
-                    _write_json(directory / ATTEMPT_FILE, so_far)
+                    atomic_write_text(directory / ATTEMPT_FILE, json.dumps(so_far))
         finally:
             if process.poll() is None:
                 process.kill()
@@ -228,12 +228,6 @@ def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> d
             f"exit code {code}: {' '.join(cmd)}\n--- {directory / 'train.log'} (tail) ---\n{tail}"
         )
     return {"wall_s": time.perf_counter() - start, **memory}
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 def _fold_interrupted_attempt(directory: Path) -> None:
@@ -255,7 +249,7 @@ def _accumulate_cost(directory: Path, attempt: dict) -> dict:
     for name in ("peak_rss_mib", "peak_gpu_mib", "mean_rss_mib", "mean_gpu_mib"):
         values = [v for v in (cost.get(name), attempt.get(name)) if v is not None]
         cost[name] = max(values) if values else None
-    _write_json(directory / "bench_cost.json", cost)
+    atomic_write_text(directory / "bench_cost.json", json.dumps(cost))
     (directory / ATTEMPT_FILE).unlink(missing_ok=True)
     return cost
 
