@@ -107,6 +107,10 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                 "env_steps": runs[0]["final"]["env_steps"],
                 "wall_s_mean": _mean(r["cost"]["wall_s"] for r in runs),
                 "wall_s_min": round(min(r["cost"]["wall_s"] for r in runs), 3),
+                "wall_s_min_by_hardware": {
+                    label: round(min(r["cost"]["wall_s"] for r in runs if hardware_label(r) == label), 3)
+                    for label in sorted({hardware_label(r) for r in runs})
+                },
                 "peak_rss_mib_mean": _mean(r["cost"].get("peak_rss_mib") for r in runs),
                 "mean_rss_mib_mean": _mean(r["cost"].get("mean_rss_mib") for r in runs),
                 "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
@@ -176,25 +180,35 @@ def markdown(summary: dict) -> str:
             if e is None:
                 cells.append("-")
                 continue
-            text = f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({len(e['seeds'])})"
+            n = len(e["seeds"])
+            # One seed has no spread: "± 0.0" would read as a measured zero variance.
+            text = (
+                f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({n})"
+                if n > 1
+                else f"{e['final_mean']:.1f} (1 seed)"
+            )
             cells.append(f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text)
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     # Runs may have shared the machine (with each other, or with other work), so the fastest run per method
-    # is the closest to its uncontended cost.
-    fastest = []
-    for v in variants:
-        walls = [
-            e["wall_s_min"]
-            for entries in summary["tasks"].values()
-            if (e := entries.get(v)) and e["wall_s_min"]
-        ]
-        if walls:
-            fastest.append(f"{v} {min(walls) / 60:.1f}")
+    # is the closest to its uncontended cost; a suite that ran on several machines gets one list per machine.
+    fastest: dict[str, list[str]] = {}
+    for label in sorted(
+        {lb for entries in summary["tasks"].values() for e in entries.values() for lb in e["hardware"]}
+    ):
+        for v in variants:
+            walls = [
+                w
+                for entries in summary["tasks"].values()
+                if (e := entries.get(v)) and (w := e.get("wall_s_min_by_hardware", {}).get(label))
+            ]
+            if walls:
+                fastest.setdefault(label, []).append(f"{v} {min(walls) / 60:.1f}")
+    if len(fastest) == 1:
+        text = f"(on the hardware above): {', '.join(next(iter(fastest.values())))}"
+    else:
+        text = "; ".join(f"on {label}: {', '.join(runs)}" for label, runs in fastest.items())
     if fastest:
-        lines += [
-            "",
-            f"Fastest run per method, minutes end to end (on the hardware above): {', '.join(fastest)}.",
-        ]
+        lines += ["", f"Fastest run per method, minutes end to end {text}."]
     shared = [f"{v} on {task} from {', '.join(e['reused_from'])}" for task, entries in summary["tasks"].items()
               for v, e in entries.items() if e.get("reused_from")]  # fmt: skip
     if shared:

@@ -140,9 +140,17 @@ def test_summary_arithmetic(tiny_suite):
     assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.0, 1.0]}
     assert list(summary["tasks"]["InvertedPendulum-v5"]) == ["gsb_mdpo", "lambda=0"]  # suite order
     table = aggregate.markdown(summary)
-    assert "**15.0 ± 5.0 (2)**" in table and "5.0 ± 0.0 (1)" in table
+    assert "**15.0 ± 5.0 (2)**" in table and "5.0 (1 seed)" in table and "± 0.0" not in table
     assert "Hardware: x, 2 cores, GPU none." in table
     assert "minutes end to end (on the hardware above): gsb_mdpo 0.2, lambda=0 0.3." in table
+    # A suite that ran on two machines gives each machine's fastest runs, never one mixed minimum.
+    gpu_run = {**_record("gsb_mdpo", 2, 12.0, [1.0]), "cost": {"wall_s": 6.0}}
+    gpu_run["hardware"] = {"cpu": "y", "cores": 16, "gpu": "H200"}
+    table = aggregate.markdown(aggregate.summarize("tiny", [*records, gpu_run]))
+    assert (
+        "end to end on x, 2 cores, GPU none: gsb_mdpo 0.2, lambda=0 0.3; on y, 16 cores, GPU H200: gsb_mdpo 0.1."
+        in table
+    )
 
 
 def test_wins_ties_and_losses_need_three_seeds_and_a_gap_beyond_one_std(tiny_suite):
