@@ -199,7 +199,7 @@ def markdown(summary: dict) -> str:
             walls = [
                 w
                 for entries in summary["tasks"].values()
-                if (e := entries.get(v)) and (w := e.get("wall_s_min_by_hardware", {}).get(label))
+                if (e := entries.get(v)) and (w := e["wall_s_min_by_hardware"].get(label))
             ]
             if walls:
                 fastest.setdefault(label, []).append(f"{v} {min(walls) / 60:.1f}")
