@@ -116,6 +116,7 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                 "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
                 "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
                 "hardware": sorted({hardware_label(r) for r in runs}),
+                "hardware_per_seed": [hardware_label(r) for r in runs],
                 "runs_sharing_machine": sum(r.get("concurrent_runs", 1) > 1 for r in runs),
                 "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
             }
@@ -272,20 +273,22 @@ def _verdict_lines(summary: dict) -> list[str]:
 
 
 def _hardware_text(summary: dict) -> str:
-    """One machine for the whole table, or which runs ran where (the returns do not depend on it), and how
-    many runs shared their machine with other runs (which slows only their wall-clock)."""
-    where: dict[str, list[str]] = {}
+    """One machine for the whole table, or how many runs ran on each (the returns do not depend on it; the
+    JSON's `hardware_per_seed` says which), and how many runs shared their machine with other runs (which
+    slows only their wall-clock)."""
+    runs_on: dict[str, int] = {}
     shared = total = 0
-    for task, entries in summary["tasks"].items():
-        for variant, e in entries.items():
-            for label in e.get("hardware", []):
-                where.setdefault(label, []).append(f"{variant} on {task}")
+    for entries in summary["tasks"].values():
+        for e in entries.values():
+            for label in e.get("hardware_per_seed", e.get("hardware", [])):
+                runs_on[label] = runs_on.get(label, 0) + 1
             shared += e.get("runs_sharing_machine", 0)
             total += len(e["seeds"])
-    if len(where) <= 1:
-        text = next(iter(where), "none recorded")
+    if len(runs_on) <= 1:
+        text = next(iter(runs_on), "none recorded")
     else:
-        text = "; ".join(f"{label} for {', '.join(runs)}" for label, runs in where.items())
+        text = "; ".join(f"{label} ({n} run{'s' * (n != 1)})" for label, n in runs_on.items())
+        text += f"; each seed's machine is listed in `{summary['suite']}.json`"
     return text + (f" ({shared} of {total} runs shared the machine with another run)" if shared else "")
 
 

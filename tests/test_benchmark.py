@@ -174,14 +174,19 @@ def test_wins_ties_and_losses_need_three_seeds_and_a_gap_beyond_one_std(tiny_sui
     assert "worse than" not in aggregate.markdown(few)
 
 
-def test_mixed_hardware_is_named_per_method(tiny_suite):
+def test_mixed_hardware_is_counted_per_machine_and_named_per_seed(tiny_suite):
     gpu = {**_record("lambda=0", 0, 5.0, [5.0]), "hardware": {"cpu": "y", "cores": 16, "gpu": "H200"},
            "concurrent_runs": 5}  # fmt: skip
-    summary = aggregate.summarize("tiny", [_record("gsb_mdpo", 0, 10.0, [10.0]), gpu])
+    cpu = [_record("gsb_mdpo", 0, 10.0, [10.0]), _record("gsb_mdpo", 1, 11.0, [11.0])]
+    summary = aggregate.summarize("tiny", [*cpu, gpu])
     table = aggregate.markdown(summary)
-    assert "x, 2 cores, GPU none for gsb_mdpo on InvertedPendulum-v5" in table
-    assert "y, 16 cores, GPU H200 for lambda=0 on InvertedPendulum-v5" in table
-    assert "(1 of 2 runs shared the machine with another run)" in table
+    assert (
+        "Hardware: x, 2 cores, GPU none (2 runs); y, 16 cores, GPU H200 (1 run); each seed's machine" in table
+    )
+    assert "(1 of 3 runs shared the machine with another run)" in table
+    entries = summary["tasks"]["InvertedPendulum-v5"]
+    assert entries["gsb_mdpo"]["hardware_per_seed"] == ["x, 2 cores, GPU none"] * 2
+    assert entries["lambda=0"]["hardware_per_seed"] == ["y, 16 cores, GPU H200"]
 
 
 def test_readme_block_is_replaced():

@@ -148,7 +148,7 @@ SUITES: dict[str, Suite] = {
             args=_CPU_PLAYGROUND_GEOMETRY,
             eval_protocol="32 fresh envs x one 1000-step episode, deterministic (ODE / Gaussian mean), 10 evaluations",
             budget_note="3M env steps: 1/20 of the paper's budget, meant to fit 30 min per run on 2 cores "
-            "(some runs ran on a GPU machine: the hardware line says which, the fastest-run line gives each machine's times)",
+            "(some runs ran on a GPU machine: the hardware line counts them, the fastest-run line gives each machine's times)",
         ),
         Suite(
             name="ablation-cpu",
