@@ -96,6 +96,7 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
         for variant in sorted(by_variant, key=lambda v: order.get(v, len(order))):
             runs = sorted(by_variant[variant], key=lambda r: r["seed"])
             finals = np.asarray([r["final"]["mean"] for r in runs], dtype=float)
+            machines = [hardware_label(r) for r in runs]
             entry = {
                 "method": runs[0]["method"],
                 "seeds": [r["seed"] for r in runs],
@@ -108,15 +109,17 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
                 "wall_s_mean": _mean(r["cost"]["wall_s"] for r in runs),
                 "wall_s_min": round(min(r["cost"]["wall_s"] for r in runs), 3),
                 "wall_s_min_by_hardware": {
-                    label: round(min(r["cost"]["wall_s"] for r in runs if hardware_label(r) == label), 3)
-                    for label in sorted({hardware_label(r) for r in runs})
+                    label: round(
+                        min(r["cost"]["wall_s"] for r, m in zip(runs, machines, strict=True) if m == label), 3
+                    )
+                    for label in sorted(set(machines))
                 },
                 "peak_rss_mib_mean": _mean(r["cost"].get("peak_rss_mib") for r in runs),
                 "mean_rss_mib_mean": _mean(r["cost"].get("mean_rss_mib") for r in runs),
                 "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
                 "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
-                "hardware": sorted({hardware_label(r) for r in runs}),
-                "hardware_per_seed": [hardware_label(r) for r in runs],
+                "hardware": sorted(set(machines)),
+                "hardware_per_seed": machines,
                 "runs_sharing_machine": sum(r.get("concurrent_runs", 1) > 1 for r in runs),
                 "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
             }
@@ -280,9 +283,9 @@ def _hardware_text(summary: dict) -> str:
     shared = total = 0
     for entries in summary["tasks"].values():
         for e in entries.values():
-            for label in e.get("hardware_per_seed", e.get("hardware", [])):
+            for label in e["hardware_per_seed"]:
                 runs_on[label] = runs_on.get(label, 0) + 1
-            shared += e.get("runs_sharing_machine", 0)
+            shared += e["runs_sharing_machine"]
             total += len(e["seeds"])
     if len(runs_on) <= 1:
         text = next(iter(runs_on), "none recorded")
