@@ -71,14 +71,18 @@ class FlowPolicy(eqx.Module):
         return self.schedule(jnp.arange(self.spec.num_steps, dtype=jnp.float32) / self.spec.num_steps)
 
     def to_env(self, action: Action) -> Action:
-        """Squash a^(N) to [-1, 1] (`tanh` or `clip`) and rescale to the action bounds; `none` is identity."""
+        """Squash a^(N) to [-1, 1] (`tanh` or `clip`) and rescale to the action bounds; `none` is identity
+        (clipped to the bounds if the spec has them)."""
         spec = self.spec
-        if spec.squash == "none":
+        if spec.action_low is None:  # squash "none" without bounds: the action space is unbounded
             return action
-        unit = jnp.tanh(action) if spec.squash == "tanh" else jnp.clip(action, -1.0, 1.0)
         low = jnp.asarray(spec.action_low, action.dtype)
         high = jnp.asarray(spec.action_high, action.dtype)
-        return low + 0.5 * (unit + 1.0) * (high - low)
+        if spec.squash != "none":
+            unit = jnp.tanh(action) if spec.squash == "tanh" else jnp.clip(action, -1.0, 1.0)
+            action = low + 0.5 * (unit + 1.0) * (high - low)
+        # The rescale can round one ulp past a bound (low + (high - low) != high in float32).
+        return jnp.clip(action, low, high)
 
     def act(self, obs: Obs) -> Action:
         """Deterministic env action: ODE from a^(0) = 0, squashed and rescaled."""

@@ -29,6 +29,10 @@ _CHOICES = {
 _LATER_DEFAULTS = {"time_reversed": False, "clip_iterates": False, "parameterization": "velocity"}
 
 
+def _is_finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class PolicySpec:
     """Architecture, sampler and action-space description of a flow policy.
@@ -50,9 +54,10 @@ class PolicySpec:
         sigma_min: diffusion coefficient at the action end (ignored by `constant`); with
             `parameterization="ddpm"`, the floor of each step's standard deviation (DPPO's min std).
         squash: map from the generated action a^(N) to [-1, 1] before rescaling to the bounds:
-            `tanh`, `clip`, or `none` (no squash and no rescale).
+            `tanh`, `clip`, or `none` (no squash and no rescale: a^(N) itself, clipped to the bounds
+            when they are given, so an action never leaves the bounds a spec declares).
         action_low: lower action bounds (required unless squash is `none`).
-        action_high: upper action bounds (required unless squash is `none`).
+        action_high: upper action bounds (required unless squash is `none`, given with action_low).
         obs_clip: normalized observations are clipped to [-obs_clip, obs_clip].
         obs_eps: variance floor of the observation normalizer.
         env_id: the environment the policy was trained on (metadata only).
@@ -92,6 +97,7 @@ class PolicySpec:
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self):
+        self._check_types()
         for name in ("action_low", "action_high"):
             value = getattr(self, name)
             if value is not None:
@@ -100,11 +106,11 @@ class PolicySpec:
             if getattr(self, name) not in choices:
                 raise ValueError(f"PolicySpec.{name}={getattr(self, name)!r}; expected one of {choices}")
         for name in ("obs_dim", "act_dim", "num_steps", "width", "time_embed_dim"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+            if getattr(self, name) < 1:
                 raise ValueError(f"PolicySpec.{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("time_reversed", "clip_iterates"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"PolicySpec.{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("obs_clip", "obs_eps"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"PolicySpec.{name} must be > 0, got {getattr(self, name)!r}")
         if self.depth < 0:
             raise ValueError(f"PolicySpec.depth must be >= 0, got {self.depth}")
         if self.time_embed_dim % 2:
@@ -116,6 +122,30 @@ class PolicySpec:
                 f"{FORMAT_VERSION} (upgrade gsbpolicy to load newer policies)"
             )
         self._check_bounds()
+
+    def _check_types(self):
+        """Every field has its annotated type, so a hand-edited config.json (a string where a number
+        belongs, a NaN) is named here instead of failing later in a comparison or in the maths."""
+        for field in dataclasses.fields(self):
+            name, value = field.name, getattr(self, field.name)
+            if field.type is int:
+                # bool is an int subclass: `"width": true` would silently mean width 1.
+                ok, expected = isinstance(value, int) and not isinstance(value, bool), "an int"
+            elif field.type is float:
+                ok, expected = _is_finite_number(value), "a finite number"
+            elif field.type is bool:
+                ok, expected = isinstance(value, bool), "true or false"
+            elif name == "env_id":
+                ok, expected = value is None or isinstance(value, str), "a string or null"
+            elif name in ("action_low", "action_high"):
+                ok = value is None or (
+                    isinstance(value, (list, tuple)) and all(_is_finite_number(v) for v in value)
+                )
+                expected = "a list of finite numbers or null"
+            else:  # the Literal choices, checked against their values in __post_init__
+                continue
+            if not ok:
+                raise ValueError(f"PolicySpec.{name} must be {expected}, got {value!r}")
 
     def _check_sigmas(self):
         ddpm = self.parameterization == "ddpm"
@@ -136,11 +166,12 @@ class PolicySpec:
             )
 
     def _check_bounds(self):
-        if self.squash == "none":
-            return
         low, high = self.action_low, self.action_high
+        if self.squash == "none" and low is None and high is None:
+            return
         if low is None or high is None:
-            raise ValueError(f"squash={self.squash!r} needs action_low and action_high")
+            needs = "action_low with action_high" if self.squash == "none" else "action_low and action_high"
+            raise ValueError(f"squash={self.squash!r} needs {needs}")
         if len(low) != self.act_dim or len(high) != self.act_dim:
             raise ValueError(
                 f"action bounds have {len(low)} and {len(high)} entries; expected act_dim={self.act_dim}"

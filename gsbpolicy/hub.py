@@ -23,6 +23,45 @@ def _looks_like_local_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
 
 
+def _check_finite(name: str, array: np.ndarray) -> None:
+    finite = np.isfinite(array)
+    if not finite.all():
+        raise ValueError(f"{name} contains NaN or inf at index {np.argwhere(~finite)[:5].tolist()}")
+
+
+def _check_repo_id(repo_id: str) -> None:
+    """huggingface_hub's own rules, checked before any request (its message is already one line)."""
+    from huggingface_hub.utils import validate_repo_id
+
+    validate_repo_id(repo_id)
+
+
+def _staged_extra_files(extra_files: dict, staging: Path) -> list[tuple[Path, Path]]:
+    """(source, destination) pairs for `extra_files`, every one checked before anything is uploaded.
+
+    A name may not leave the staging folder nor replace the policy's own files, and a source that is a
+    symlink must stay inside its own folder: a link in a policy folder must not publish what it points to.
+    """
+    pairs = []
+    for name, source in extra_files.items():
+        parts = Path(name).parts
+        if not parts or Path(name).is_absolute() or ".." in parts or name.startswith("~"):
+            raise ValueError(f"extra_files name {name!r} must be a relative path inside the repo")
+        if parts and parts[0] in (CONFIG_NAME, WEIGHTS_NAME):
+            raise ValueError(f"extra_files name {name!r} would replace the policy's own {parts[0]}")
+        source = Path(source)
+        if not source.is_file():
+            raise FileNotFoundError(f"extra_files[{name!r}]: no such file {source}")
+        folder = source.parent.resolve()
+        if not source.resolve().is_relative_to(folder):
+            raise ValueError(
+                f"extra_files[{name!r}]: {source} is a symlink to {source.resolve()}, outside {folder}; "
+                "copy the file in instead"
+            )
+        pairs.append((source, staging / name))
+    return pairs
+
+
 class GSBPolicy:
     """A trained flow policy ready to act: numpy in, numpy out, actions inside the env's bounds.
 
@@ -104,18 +143,33 @@ class GSBPolicy:
             single = False
         else:
             raise ValueError(f"observation shape {obs.shape} does not match ({dim},) or (batch, {dim})")
-        obs = np.asarray(obs, np.float32)
-        if not np.isfinite(obs).all():
-            bad = np.argwhere(~np.isfinite(obs))[:5].tolist()
-            raise ValueError(f"observation contains NaN or inf at index {bad}")
-        return obs, single
+        _check_finite("observation", obs)
+        obs32 = np.asarray(obs, np.float32)
+        if not np.isfinite(obs32).all():
+            bad = np.argwhere(~np.isfinite(obs32))[:5].tolist()
+            raise ValueError(f"observation at index {bad} is too large for float32 (|x| > 3.4e38)")
+        return obs32, single
+
+    def _check_noise(self, noise, batch_shape: tuple[int, ...], name: str = "noise") -> np.ndarray:
+        expected = (*batch_shape, self.spec.num_steps + 1, self.spec.act_dim)
+        if np.shape(noise) != expected:
+            raise ValueError(f"{name} shape {np.shape(noise)} does not match {expected}")
+        noise = np.asarray(noise, np.float32)
+        _check_finite(name, noise)
+        return noise
 
     def _run(self, obs: np.ndarray, single: bool, noise: np.ndarray | None) -> np.ndarray:
         if noise is None:
             fn = self._act_single if single else self._act_batch
-            return np.asarray(fn(self._params, obs))
-        fn = self._act_stochastic_single if single else self._act_stochastic_batch
-        return np.asarray(fn(self._params, obs, np.asarray(noise, np.float32)))
+            action = np.asarray(fn(self._params, obs))
+        else:
+            fn = self._act_stochastic_single if single else self._act_stochastic_batch
+            action = np.asarray(fn(self._params, obs, noise))
+        # Inputs and weights are finite, so only an overflow inside the network gets here; an env must
+        # never be stepped with NaN (the bounds are already enforced by `FlowPolicy.to_env`).
+        if not np.isfinite(action).all():
+            raise FloatingPointError("the policy produced a NaN action for a finite observation (overflow)")
+        return action
 
     def act(self, obs, noise: np.ndarray | None = None) -> np.ndarray:
         """Env action(s) for a single observation or a batch; deterministic ODE unless `noise` is given.
@@ -125,9 +179,7 @@ class GSBPolicy:
         """
         obs, single = self._check_obs(obs)
         if noise is not None:
-            expected = (*obs.shape[:-1], self.spec.num_steps + 1, self.spec.act_dim)
-            if np.shape(noise) != expected:
-                raise ValueError(f"noise shape {np.shape(noise)} does not match {expected}")
+            noise = self._check_noise(noise, obs.shape[:-1])
         return self._run(obs, single, noise)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
@@ -148,13 +200,19 @@ class GSBPolicy:
         return self._run(obs, single, noise), state
 
     # ----------------------------------------------------------------- research access
+    def _check_batch(self, obs, rows, name: str) -> tuple[np.ndarray, np.ndarray]:
+        obs, single = self._check_obs(obs)
+        if single:
+            raise ValueError(f"observation shape {obs.shape} is one observation; pass a batch [B, obs_dim]")
+        return obs, self._check_noise(rows, obs.shape[:1], name)
+
     def sample(self, obs, noise):
         """Batched `FlowPolicy.sample`: paths, step log-densities and drifts for obs [B, obs_dim]."""
-        return jax.vmap(self.policy.sample)(np.asarray(obs, np.float32), np.asarray(noise, np.float32))
+        return jax.vmap(self.policy.sample)(*self._check_batch(obs, noise, "noise"))
 
     def log_prob(self, obs, path):
         """Batched path log-density log P(a^(0:N) | s) for obs [B, obs_dim] and paths [B, N+1, act_dim]."""
-        return jax.vmap(self.policy.log_prob)(np.asarray(obs, np.float32), np.asarray(path, np.float32))
+        return jax.vmap(self.policy.log_prob)(*self._check_batch(obs, path, "path"))
 
     # ----------------------------------------------------------------- persistence
     def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
@@ -183,18 +241,40 @@ class GSBPolicy:
             return cls(load_policy(Path(name).expanduser()), seed=seed)
         if Path(name).exists() or _looks_like_local_path(name):
             raise FileNotFoundError(f"policy folder not found: {name}")
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import constants, hf_hub_download
+        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+        _check_repo_id(name)
+        at = f"{name!r}" + (f" at revision {revision!r}" if revision else "")
 
         def fetch(filename):
-            return hf_hub_download(
-                name,
-                filename,
-                revision=revision,
-                cache_dir=cache_dir,
-                force_download=force_download,
-                local_files_only=local_files_only,
-                token=token,
-            )
+            # huggingface_hub's messages run over several lines and do not always name the repo; these are
+            # one line each, with the same exception types (`from None`: the cause adds nothing to them).
+            try:
+                return hf_hub_download(
+                    name,
+                    filename,
+                    revision=revision,
+                    cache_dir=cache_dir,
+                    force_download=force_download,
+                    local_files_only=local_files_only,
+                    token=token,
+                )
+            except LocalEntryNotFoundError:
+                why = (
+                    "offline mode is on" if local_files_only or constants.HF_HUB_OFFLINE else "no connection"
+                )
+                raise LocalEntryNotFoundError(
+                    f"Hub policy {at}: {filename} is not in the local cache and {why}; download it once online"
+                ) from None
+            except HfHubHTTPError as err:
+                if err.response is None or err.response.status_code not in (401, 404):
+                    raise
+                raise type(err)(
+                    f"Hub policy {at}: {filename} not found (a missing, private or gated repo, revision or "
+                    "file; for a private repo pass token= or run `hf auth login`)",
+                    response=err.response,
+                ) from None
 
         spec = read_spec(fetch(CONFIG_NAME))
         return cls(load_weights(spec, fetch(WEIGHTS_NAME)), seed=seed)
@@ -214,12 +294,15 @@ class GSBPolicy:
         in one commit. Returns huggingface_hub's `CommitInfo`."""
         from huggingface_hub import HfApi
 
-        api = HfApi(token=token)
-        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        _check_repo_id(repo_id)
         with tempfile.TemporaryDirectory() as tmp:
+            copies = _staged_extra_files(extra_files or {}, Path(tmp))
             self.save_pretrained(tmp)
-            for target, source in (extra_files or {}).items():
-                shutil.copyfile(source, Path(tmp) / target)
+            for source, destination in copies:
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, destination)
+            api = HfApi(token=token)
+            api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
             return api.upload_folder(
                 repo_id=repo_id,
                 folder_path=tmp,

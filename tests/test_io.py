@@ -1,6 +1,9 @@
 """Saving and loading: exact round trip, and a clear error for every kind of damaged or mismatched folder."""
 
 import json
+import os
+import stat
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -9,6 +12,7 @@ import pytest
 import safetensors.numpy
 
 from gsbpolicy import FORMAT_VERSION, PolicyFormatError, PolicySpec, load_policy, make_policy, save_policy
+from gsbpolicy._io import atomic_write_text, read_spec
 
 pytestmark = pytest.mark.strict_promotion
 
@@ -83,12 +87,68 @@ def test_unknown_format_version(saved):
         load_policy(saved)
 
 
-def test_config_and_weights_mismatch(saved, tiny_spec):
-    config = json.loads((saved / "config.json").read_text())
-    config["spec"]["width"] = tiny_spec.width * 2
-    (saved / "config.json").write_text(json.dumps(config))
+def _edit_spec(folder, **changes):
+    config = json.loads((folder / "config.json").read_text())
+    config["spec"].update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def _rewrite_metadata(folder, metadata):
+    weights = folder / "model.safetensors"
+    safetensors.numpy.save_file(safetensors.numpy.load_file(weights), weights, metadata)
+
+
+def test_edited_config_names_each_changed_field(saved, tiny_spec):
+    # sigma_max changes no shape: only the spec recorded in the weights can tell that the actions changed.
+    _edit_spec(saved, width=32, sigma_max=2.0)
+    with pytest.raises(PolicyFormatError) as err:
+        load_policy(saved)
+    message = str(err.value)
+    assert "width: saved 16, config 32; sigma_max: saved 1.5, config 2.0" in message
+    assert "save_pretrained()" in message and "\n" not in message
+
+
+def test_weights_with_only_a_spec_hash_still_catch_an_edit(saved):
+    _rewrite_metadata(saved, {"format": "gsbpolicy", "spec_hash": "0123456789abcdef"})
+    with pytest.raises(PolicyFormatError, match="spec hash: saved 0123456789abcdef, config "):
+        load_policy(saved)
+
+
+def test_weights_saved_before_the_spec_was_recorded_load_unchecked(saved, tiny_policy, tiny_spec):
+    _rewrite_metadata(saved, {"format": "gsbpolicy", "format_version": "1"})
+    loaded = load_policy(saved)
+    assert eqx.tree_equal(eqx.filter(loaded, eqx.is_array), eqx.filter(tiny_policy, eqx.is_array))
+    _edit_spec(saved, width=tiny_spec.width * 2)  # shapes are still checked tensor by tensor
     with pytest.raises(PolicyFormatError, match="config and weights do not match"):
         load_policy(saved)
+
+
+def test_committed_example_config_still_parses():
+    root = Path(__file__).resolve().parents[1]
+    for config in sorted(root.glob("hub_cards/examples/*/config.json")):
+        assert read_spec(config).obs_dim > 0
+
+
+def test_saving_twice_gives_identical_bytes(tmp_path, tiny_policy):
+    # safetensors writes its metadata in a per-map random order; without sorting, these differ.
+    folders = [save_policy(tiny_policy, tmp_path / str(i)) for i in range(4)]
+    for name in ("model.safetensors", "config.json"):
+        assert len({(folder / name).read_bytes() for folder in folders}) == 1
+    data = (folders[0] / "model.safetensors").read_bytes()
+    metadata = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])["__metadata__"]
+    assert list(metadata) == sorted(metadata) and metadata["spec_hash"] == tiny_policy.spec.hash()
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_written_files_follow_the_umask(tmp_path, tiny_policy, umask, mode):
+    old = os.umask(umask)
+    try:
+        folder = save_policy(tiny_policy, tmp_path / "policy")
+        atomic_write_text(tmp_path / "note.txt", "x")
+    finally:
+        os.umask(old)
+    for path in (folder / "model.safetensors", folder / "config.json", tmp_path / "note.txt"):
+        assert stat.S_IMODE(path.stat().st_mode) == mode, path
 
 
 def test_missing_and_extra_tensors(saved):

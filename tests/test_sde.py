@@ -110,8 +110,23 @@ def test_actions_are_squashed_into_bounds(tiny_spec, getkey):
         policy = make_policy(PolicySpec(**{**tiny_spec.to_dict(), "squash": squash}), key=getkey())
         np.testing.assert_allclose(policy.to_env(big), [high[0], low[1]], rtol=1e-6)
         np.testing.assert_allclose(policy.to_env(jnp.zeros(2)), (low + high) / 2, rtol=1e-6)
+    # `none` neither squashes nor rescales; bounds, when the spec has them, still hold (a plain clip).
+    inside = jnp.array([0.5, -1.5])
     policy = make_policy(PolicySpec(**{**tiny_spec.to_dict(), "squash": "none"}), key=getkey())
-    np.testing.assert_array_equal(policy.to_env(big), big)
+    np.testing.assert_array_equal(policy.to_env(big), [high[0], low[1]])
+    np.testing.assert_array_equal(policy.to_env(inside), inside)
+    unbounded = {**tiny_spec.to_dict(), "squash": "none", "action_low": None, "action_high": None}
+    np.testing.assert_array_equal(make_policy(PolicySpec(**unbounded), key=getkey()).to_env(big), big)
+
+
+@pytest.mark.parametrize("squash", ["tanh", "clip"])
+def test_rescaled_actions_never_round_past_a_bound(tiny_spec, getkey, squash):
+    # In float32, low + (high - low) is 0.00297 + 1 ulp here: a saturated squash would leave the bounds.
+    low, high = np.float32(-53.695324), np.float32(0.00297038)
+    assert low + (high - low) > high
+    changes = {"act_dim": 1, "squash": squash, "action_low": (float(low),), "action_high": (float(high),)}
+    policy = make_policy(PolicySpec(**{**tiny_spec.to_dict(), **changes}), key=getkey())
+    assert policy.to_env(jnp.array([50.0]))[0] == high
 
 
 def test_drift_cost_matches_monte_carlo_path_kl(getkey):
