@@ -144,11 +144,11 @@ class GSBPolicy:
         else:
             raise ValueError(f"observation shape {obs.shape} does not match ({dim},) or (batch, {dim})")
         _check_finite("observation", obs)
-        obs32 = np.asarray(obs, np.float32)
-        if not np.isfinite(obs32).all():
-            bad = np.argwhere(~np.isfinite(obs32))[:5].tolist()
+        too_large = np.abs(obs) > np.finfo(np.float32).max  # float64 input would turn into inf
+        if too_large.any():
+            bad = np.argwhere(too_large)[:5].tolist()
             raise ValueError(f"observation at index {bad} is too large for float32 (|x| > 3.4e38)")
-        return obs32, single
+        return np.asarray(obs, np.float32), single
 
     def _check_noise(self, noise, batch_shape: tuple[int, ...], name: str = "noise") -> np.ndarray:
         expected = (*batch_shape, self.spec.num_steps + 1, self.spec.act_dim)

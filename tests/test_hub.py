@@ -36,7 +36,7 @@ def test_push_then_from_pretrained_by_repo_id_then_offline(hub, monkeypatch, tin
 
 
 def test_revisions_and_missing_repos(hub, tiny_policy):
-    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 
     first = GSBPolicy(tiny_policy)
     first.push_to_hub("org/versions")
@@ -48,9 +48,15 @@ def test_revisions_and_missing_repos(hub, tiny_policy):
     np.testing.assert_array_equal(GSBPolicy.from_pretrained("org/versions").act(obs), second.act(obs))
     old = GSBPolicy.from_pretrained("org/versions", revision=first_sha)
     np.testing.assert_array_equal(old.act(obs), first.act(obs))
-    with pytest.raises(RepositoryNotFoundError):
+    with pytest.raises(
+        RepositoryNotFoundError, match="^Hub policy 'org/does-not-exist': config.json not found"
+    ):
         GSBPolicy.from_pretrained("org/does-not-exist")
-    with pytest.raises(LocalEntryNotFoundError):
+    with pytest.raises(RevisionNotFoundError, match=f"^Hub policy 'org/versions' at revision '{'0' * 40}'"):
+        GSBPolicy.from_pretrained("org/versions", revision="0" * 40)
+    with pytest.raises(
+        LocalEntryNotFoundError, match="^Hub policy 'org/never-downloaded': .* offline mode is on"
+    ):
         GSBPolicy.from_pretrained("org/never-downloaded", local_files_only=True)
 
 
@@ -59,3 +65,17 @@ def test_local_paths_never_reach_the_hub(tmp_path):
         GSBPolicy.from_pretrained(str(tmp_path / "missing" / "policy"))
     with pytest.raises(FileNotFoundError, match="policy folder not found"):
         GSBPolicy.from_pretrained("./no-such-policy")
+
+
+def test_extra_files_land_at_their_names_and_links_inside_their_folder_are_followed(
+    hub, tmp_path, tiny_policy
+):
+    card = tmp_path / "run" / "README.md"
+    card.parent.mkdir()
+    card.write_text("# card")
+    (tmp_path / "run" / "CARD.md").symlink_to(card)  # a link that stays inside its own folder is fine
+    extra = {"README.md": tmp_path / "run" / "CARD.md", "media/notes.txt": card}
+    GSBPolicy(tiny_policy).push_to_hub("org/with-extras", extra_files=extra)
+    files = hub.files("org/with-extras")
+    assert set(files) == {"config.json", "model.safetensors", "README.md", "media/notes.txt"}
+    assert files["README.md"] == files["media/notes.txt"] == b"# card"

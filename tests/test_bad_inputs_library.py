@@ -1,0 +1,242 @@
+"""Every bad input a user can hand the library, one table row each, with its exact outcome.
+
+A row does the user's mistake (`edit`, e.g. hand-editing config.json) and then the call that must refuse it
+(`attempt`). Each row asserts the exception's exact type, a one-line message that names the problem, and
+that the attempt wrote nothing and lost nothing: every file under the test's folder (policy folder, save
+targets) and every repo on the fake Hub are exactly as they were before the attempt.
+"""
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import equinox as eqx
+import numpy as np
+import pytest
+import safetensors.numpy
+from fake_hub import FakeHub, point_client_at
+from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+from gsbpolicy import GSBPolicy, PolicyFormatError
+
+pytestmark = pytest.mark.strict_promotion
+
+
+@dataclasses.dataclass
+class World:
+    """What a row can touch: a saved policy folder, a loaded policy, a scratch folder and a fake Hub."""
+
+    root: Path
+    folder: Path
+    policy: GSBPolicy
+    overflowing: Callable[[], GSBPolicy]
+    hub: FakeHub
+
+    def edit_spec(self, **changes) -> None:
+        self.edit_config(spec={**json.loads((self.folder / "config.json").read_text())["spec"], **changes})
+
+    def edit_config(self, **changes) -> None:
+        config = {**json.loads((self.folder / "config.json").read_text()), **changes}
+        (self.folder / "config.json").write_text(json.dumps(config))
+
+    def snapshot(self) -> tuple[dict[str, bytes | None], set]:
+        files = {
+            str(path.relative_to(self.root)): None if path.is_dir() else path.read_bytes()
+            for path in sorted(self.root.rglob("*"))
+            if "hf-cache" not in path.parts
+        }
+        return files, set(self.hub.repos)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    attempt: Callable[[World], object]
+    error: type[Exception]
+    message: str
+    """A regex that must match the (one-line) message."""
+    edit: Callable[[World], None] = lambda world: None
+
+
+def _nan_weights(world: World) -> GSBPolicy:
+    weight = world.policy.policy.drift_net.mlp.layers[1].weight
+    return GSBPolicy(
+        eqx.tree_at(lambda p: p.drift_net.mlp.layers[1].weight, world.policy.policy, weight * np.nan)
+    )
+
+
+def _write_nan_weights(world: World) -> None:
+    weights = world.folder / "model.safetensors"
+    with safetensors.safe_open(weights, "numpy") as file:
+        metadata = file.metadata()
+    tensors = safetensors.numpy.load_file(weights)
+    tensors["normalizer.mean"] = np.full_like(tensors["normalizer.mean"], np.inf)
+    safetensors.numpy.save_file(tensors, weights, metadata)
+
+
+def _notes(world: World) -> Path:
+    return world.root / "notes" / "README.md"
+
+
+def _write_notes(world: World) -> None:
+    _notes(world).parent.mkdir()
+    _notes(world).write_text("card")
+
+
+def _link_outside(world: World) -> None:
+    """A policy folder holding a symlink to a file outside it (a secret the link must not publish)."""
+    (world.root / "secret.txt").write_text("token")
+    (world.folder / "results.json").symlink_to(world.root / "secret.txt")
+
+
+def _push(extra: Callable[[World], dict]) -> Callable[[World], object]:
+    return lambda world: world.policy.push_to_hub("org/policy", extra_files=extra(world))
+
+
+def _load(world: World) -> object:
+    return GSBPolicy.from_pretrained(world.folder)
+
+
+OBS = np.zeros(4, np.float32)
+NOISE = np.zeros((7, 2), np.float32)  # tiny_spec: num_steps 6, act_dim 2
+
+CASES = [
+    # --- acting: observations and noise
+    Case("nan observation", lambda w: w.policy.predict(np.array([0.0, np.nan, 0.0, 0.0])), ValueError,
+         r"^observation contains NaN or inf at index \[\[1\]\]$"),
+    Case("inf observation in a batch", lambda w: w.policy.act(np.array([[0.0, 0.0, np.inf, 0.0]])),
+         ValueError, r"^observation contains NaN or inf at index \[\[0, 2\]\]$"),
+    Case("float64 observation beyond float32", lambda w: w.policy.act(np.array([0.0, 1e300, 0.0, 0.0])),
+         ValueError, r"observation at index \[\[1\]\] is too large for float32"),
+    Case("wrong observation shape", lambda w: w.policy.predict(np.zeros(5)), ValueError,
+         r"observation shape \(5,\) does not match \(4,\) or \(batch, 4\)"),
+    Case("string observation", lambda w: w.policy.predict(np.array(["1", "2", "3", "4"])), ValueError,
+         r"observation dtype must be a real number type, got <U1"),
+    Case("(obs, info) pair from env.reset", lambda w: w.policy.predict((OBS, {})), ValueError,
+         r"you probably passed the \(obs, info\) pair returned by env\.reset\(\)"),
+    Case("nan noise to act", lambda w: w.policy.act(OBS, np.where(np.eye(7, 2), np.nan, NOISE)), ValueError,
+         r"^noise contains NaN or inf at index \[\[0, 0\], \[1, 1\]\]$"),
+    Case("inf noise to sample", lambda w: w.policy.sample(OBS[None], np.full((1, 7, 2), -np.inf)),
+         ValueError, r"^noise contains NaN or inf at index"),
+    Case("wrong noise shape", lambda w: w.policy.act(OBS, np.zeros((6, 2))), ValueError,
+         r"noise shape \(6, 2\) does not match \(7, 2\)"),
+    Case("nan path to log_prob", lambda w: w.policy.log_prob(OBS[None], np.full((1, 7, 2), np.nan)),
+         ValueError, r"^path contains NaN or inf"),
+    Case("one observation to the batched sample", lambda w: w.policy.sample(OBS, NOISE), ValueError,
+         r"is one observation; pass a batch \[B, obs_dim\]"),
+    Case("weights that overflow to a nan action", lambda w: w.overflowing().act(OBS), FloatingPointError,
+         r"the policy produced a NaN action for a finite observation"),
+    # --- saving
+    Case("non-finite weights saved to a new folder", lambda w: _nan_weights(w).save_pretrained(w.root / "new"),
+         ValueError, r"refusing to save non-finite weights: tensor 'drift_net\.mlp\.layers\.1\.weight' has "
+         r"256 NaN/inf of 256 values"),
+    Case("non-finite weights saved over a good policy", lambda w: _nan_weights(w).save_pretrained(w.folder),
+         ValueError, r"refusing to save non-finite weights: tensor 'drift_net\.mlp\.layers\.1\.weight'"),
+    # --- loading a folder edited or damaged by hand
+    Case("config.json width edited (a shape change)", _load, PolicyFormatError,
+         r"does not match the spec .*model\.safetensors was saved with \(width: saved 16, config 32\); "
+         r"config\.json was edited after saving\. .*save_pretrained\(\)", edit=lambda w: w.edit_spec(width=32)),
+    Case("config.json sigma_max edited (same shapes)", _load, PolicyFormatError,
+         r"\(sigma_max: saved 1\.5, config 2\.0\)", edit=lambda w: w.edit_spec(sigma_max=2.0)),
+    Case("config.json env_id edited", _load, PolicyFormatError,
+         r"\(env_id: saved 'Tiny-v0', config 'Other-v0'\)", edit=lambda w: w.edit_spec(env_id="Other-v0")),
+    Case("string where an int belongs", _load, PolicyFormatError,
+         r"config\.json: invalid policy spec: PolicySpec\.width must be an int, got '16'$",
+         edit=lambda w: w.edit_spec(width="16")),
+    Case("string where a float belongs", _load, PolicyFormatError,
+         r"PolicySpec\.sigma_max must be a finite number, got '1\.5'$", edit=lambda w: w.edit_spec(sigma_max="1.5")),
+    Case("true where an int belongs", _load, PolicyFormatError, r"PolicySpec\.depth must be an int, got True$",
+         edit=lambda w: w.edit_spec(depth=True)),
+    Case("NaN sigma in config.json", _load, PolicyFormatError,
+         r"PolicySpec\.sigma_min must be a finite number, got nan$", edit=lambda w: w.edit_spec(sigma_min=float("nan"))),
+    Case("string in the action bounds", _load, PolicyFormatError,
+         r"PolicySpec\.action_low must be a list of finite numbers or null, got \['-1', -2\.0\]$",
+         edit=lambda w: w.edit_spec(action_low=["-1", -2.0])),
+    Case("zero observation clip", _load, PolicyFormatError, r"PolicySpec\.obs_clip must be > 0, got 0$",
+         edit=lambda w: w.edit_spec(obs_clip=0)),
+    Case("misspelt spec key", _load, PolicyFormatError, r"unknown PolicySpec keys \['widht'\]",
+         edit=lambda w: w.edit_spec(widht=16)),
+    Case("unknown (newer) format_version", _load, PolicyFormatError,
+         r"has format_version 2; this gsbpolicy reads version 1 \(upgrade gsbpolicy to load it\)$",
+         edit=lambda w: w.edit_config(format_version=2)),
+    Case("format_version as a string", _load, PolicyFormatError, r"format_version must be an int, got '1'$",
+         edit=lambda w: w.edit_config(format_version="1")),
+    Case("config.json that is not JSON", _load, PolicyFormatError, r"is not valid JSON .*; the file is corrupted$",
+         edit=lambda w: (w.folder / "config.json").write_text('{"spec": {')),
+    Case("truncated weights", _load, PolicyFormatError, r"model\.safetensors is corrupted or truncated",
+         edit=lambda w: (w.folder / "model.safetensors").write_bytes((w.folder / "model.safetensors").read_bytes()[:-9])),
+    Case("missing weights", _load, FileNotFoundError, r"^policy weights not found: .*model\.safetensors$",
+         edit=lambda w: (w.folder / "model.safetensors").unlink()),
+    Case("non-finite weights in the file", _load, PolicyFormatError,
+         r"tensor 'normalizer\.mean' holds NaN or inf; the weights are unusable$", edit=_write_nan_weights),
+    Case("missing local folder", lambda w: GSBPolicy.from_pretrained("./no-such-policy"), FileNotFoundError,
+         r"^policy folder not found: \./no-such-policy$"),
+    # --- publishing and the Hub
+    Case("extra_files name leaving the repo", _push(lambda w: {"../escape.md": _notes(w)}), ValueError,
+         r"extra_files name '\.\./escape\.md' must be a relative path inside the repo", edit=_write_notes),
+    Case("absolute extra_files name", _push(lambda w: {"/etc/motd": _notes(w)}), ValueError,
+         r"extra_files name '/etc/motd' must be a relative path inside the repo", edit=_write_notes),
+    Case("extra_files replacing the weights", _push(lambda w: {"model.safetensors": _notes(w)}), ValueError,
+         r"would replace the policy's own model\.safetensors", edit=_write_notes),
+    Case("extra_files symlink pointing outside its folder", _push(lambda w: {"results.json": w.folder / "results.json"}),
+         ValueError, r"extra_files\['results\.json'\]: .*results\.json is a symlink to .*secret\.txt, outside ",
+         edit=_link_outside),
+    Case("missing extra_files source", _push(lambda w: {"README.md": w.root / "nope.md"}), FileNotFoundError,
+         r"extra_files\['README\.md'\]: no such file .*nope\.md$"),
+    Case("invalid repo id to push", lambda w: w.policy.push_to_hub("org/na me"), HFValidationError,
+         r"Repo id must use alphanumeric chars.*'org/na me'"),
+    Case("invalid repo id to load", lambda w: GSBPolicy.from_pretrained("org/-name-"), HFValidationError,
+         r"Repo id must use alphanumeric chars.*'org/-name-'"),
+    Case("Hub repo that does not exist", lambda w: GSBPolicy.from_pretrained("org/missing"),
+         RepositoryNotFoundError, r"^Hub policy 'org/missing': config\.json not found \(a missing, private"),
+    Case("offline, repo never downloaded", lambda w: GSBPolicy.from_pretrained("org/never-downloaded"),
+         LocalEntryNotFoundError, r"^Hub policy 'org/never-downloaded': config\.json is not in the local cache "
+         r"and offline mode is on; download it once online$", edit=lambda w: _go_offline()),
+]  # fmt: skip
+
+
+def _go_offline() -> None:
+    from huggingface_hub import constants
+
+    constants.HF_HUB_OFFLINE = True  # restored by the monkeypatch of point_client_at
+
+
+@pytest.fixture(scope="module")
+def gsb_policy(tiny_policy):
+    return GSBPolicy(tiny_policy)
+
+
+@pytest.fixture(scope="module")
+def overflowing(tiny_policy):
+    # Finite but huge first-layer weights: the network overflows to inf - inf = NaN inside the sampler.
+    weight = tiny_policy.drift_net.mlp.layers[0].weight * 1e37
+    policy = eqx.tree_at(lambda p: p.drift_net.mlp.layers[0].weight, tiny_policy, weight)
+    return lambda: GSBPolicy(policy)
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch, gsb_policy, overflowing):
+    with FakeHub() as hub:
+        point_client_at(monkeypatch, hub.endpoint, cache_dir=tmp_path / "hf-cache")
+        folder = gsb_policy.save_pretrained(tmp_path / "policy")
+        yield World(tmp_path, folder, gsb_policy, overflowing, hub)
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 15 and len({case.name for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_bad_input_is_refused_by_name_and_changes_nothing(world, case):
+    case.edit(world)
+    before = world.snapshot()
+    with pytest.raises(Exception) as excinfo:
+        case.attempt(world)
+    err = excinfo.value
+    assert type(err) is case.error, f"{type(err).__name__}: {err}"
+    message = str(err)
+    assert "\n" not in message, message
+    assert re.search(case.message, message), message
+    assert world.snapshot() == before, "the refused call wrote, deleted or uploaded something"
