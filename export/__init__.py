@@ -7,3 +7,6 @@
 
 This file imports nothing, so `from export.runtime import OnnxPolicy` works on a machine without JAX.
 """
+
+ONNX_MODULES = ("jax2onnx", "onnx", "onnxruntime")
+"""What the `onnx` extra installs: the exporter needs all three, the runtime only onnxruntime."""

@@ -20,6 +20,7 @@ the number that matters for a control loop.
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,13 +29,28 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy
+from gsbpolicy._cli import OneLineParser, require_extra, run_command
 
-from .onnx import DEFAULT_OPSET, MODES, load_flow_policy, trace, verify
-from .runtime import OnnxPolicy, make_session
+from . import ONNX_MODULES
+
+# Run as `python -m export.latency` without the extra, this prints one line instead of an import traceback.
+require_extra("onnx", ONNX_MODULES, "python -m export.latency", exit_now=__name__ == "__main__")
+
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from .onnx import (  # noqa: E402
+    DEFAULT_OPSET,
+    MODES,
+    ExportVerificationError,
+    check_opset,
+    load_policy_argument,
+    trace,
+    verify,
+)
+from .runtime import OnnxPolicy, make_session  # noqa: E402
 
 GYM_PRESET = PolicySpec(
     obs_dim=17,
@@ -221,30 +237,12 @@ def _print_table(rows) -> None:
         print(f"{label:62s} {median:10.1f} {p99:10.1f} {'' if nodes is None else nodes:>6}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m export.latency",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("policy", nargs="?", help="policy folder or Hub repo id")
-    parser.add_argument(
-        "--spec-preset", choices=["gym"], help="time a random-weight policy of this architecture"
-    )
-    parser.add_argument("--mode", choices=MODES, default="ode")
-    parser.add_argument(
-        "--opset", type=int, nargs="+", default=[DEFAULT_OPSET], help="one export row per opset"
-    )
-    parser.add_argument("--repeats", type=int, default=3000)
-    parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one core")
-    args = parser.parse_args(argv)
-    if (args.policy is None) == (args.spec_preset is None):
-        parser.error("give exactly one of POLICY and --spec-preset")
-    core = None if args.no_pin else pin_to_one_core()
+def _latency_command(args: argparse.Namespace) -> None:
     if args.policy is not None:
-        policy = load_flow_policy(args.policy)
+        policy = load_policy_argument(args.policy)
     else:
         policy = make_policy(GYM_PRESET, key=jax.random.key(0))
+    core = None if args.no_pin else pin_to_one_core()
     spec = policy.spec
     rng = np.random.default_rng(0)
     obs = rng.standard_normal(spec.obs_dim, np.float32)
@@ -263,5 +261,32 @@ def main(argv: list[str] | None = None) -> None:
     _print_table(rows)
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(
+        prog="python -m export.latency",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("policy", nargs="?", help="policy folder or Hub repo id")
+    parser.add_argument(
+        "--spec-preset", choices=["gym"], help="time a random-weight policy of this architecture"
+    )
+    parser.add_argument("--mode", choices=MODES, default="ode")
+    parser.add_argument(
+        "--opset", type=int, nargs="+", default=[DEFAULT_OPSET], help="one export row per opset"
+    )
+    parser.add_argument("--repeats", type=int, default=3000)
+    parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one core")
+    args = parser.parse_args(argv)
+    if (args.policy is None) == (args.spec_preset is None):
+        parser.error("give exactly one of POLICY and --spec-preset")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    for opset in args.opset:
+        check_opset(parser, opset)
+    # An export that does not match JAX is a failure to report, not a number to time.
+    return run_command(lambda: _latency_command(args), failures=(ExportVerificationError,))
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

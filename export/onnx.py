@@ -27,18 +27,35 @@ from pathlib import Path
 
 import jax
 import numpy as np
-import onnx
 
 import gsbpolicy
 from gsbpolicy import FlowPolicy, GSBPolicy, load_policy
-from gsbpolicy._io import atomic_write_bytes
+from gsbpolicy._cli import (
+    FAILURE,
+    CommandError,
+    OneLineParser,
+    check_output_file,
+    one_line,
+    require_extra,
+    run_command,
+)
+from gsbpolicy._io import CONFIG_NAME, atomic_write_bytes, policy_tensors
 
-from . import _graph
-from .runtime import make_session
+from . import ONNX_MODULES
+
+# Run as `python -m export.onnx` without the extra, this prints one line instead of an import traceback.
+require_extra("onnx", ONNX_MODULES, "python -m export.onnx", exit_now=__name__ == "__main__")
+
+import onnx  # noqa: E402
+
+from . import _graph  # noqa: E402
+from .runtime import make_session  # noqa: E402
 
 ONNX_NAME = "policy.onnx"
 """File name of the export inside a policy folder."""
 DEFAULT_OPSET = 23
+MIN_OPSET = 17
+"""The oldest opset the exporter is tested with (export.latency compares opsets down to it)."""
 MODES = ("ode", "sde")
 LOOPS = ("unrolled", "scan")
 TOLERANCE = 1e-5
@@ -46,7 +63,13 @@ BATCH_SIZES = (1, 7, 64)
 
 
 class ExportVerificationError(RuntimeError):
-    """The exported graph does not reproduce the JAX policy (or is not a valid ONNX model)."""
+    """The exported graph does not reproduce the JAX policy (or is not a valid ONNX model).
+
+    `report` holds the table of differences when the graph ran but disagreed with JAX."""
+
+    def __init__(self, message: str, report: "VerificationReport | None" = None):
+        super().__init__(message)
+        self.report = report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,7 +283,7 @@ def verify(model: onnx.ModelProto, policy: FlowPolicy, mode: str, seed: int = 0)
     report = VerificationReport(mode, tuple(checks), real_source)
     if not report.passed:
         raise ExportVerificationError(
-            f"ONNX export differs from JAX by more than {TOLERANCE:g}:\n{report.table()}"
+            f"ONNX export differs from JAX by {report.max_abs_diff:.3g}, more than {TOLERANCE:g}", report
         )
     return report
 
@@ -273,8 +296,14 @@ def export(
     opset: int = DEFAULT_OPSET,
     loop: str = "unrolled",
 ) -> VerificationReport:
-    """Trace, verify and (only if verification passes) write the ONNX policy to `out`."""
+    """Trace, verify and (only if verification passes) write the ONNX policy to `out`.
+
+    Raises:
+        ValueError: a weight or statistic is NaN or inf (a diverged policy is never exported).
+        ExportVerificationError: the graph does not reproduce the JAX policy.
+    """
     out = Path(out)
+    policy_tensors(policy)  # raises ValueError naming the first non-finite tensor
     model = trace(policy, mode, opset, loop)
     report = verify(model, policy, mode)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -299,8 +328,47 @@ def load_flow_policy(name: str | os.PathLike) -> FlowPolicy:
     return GSBPolicy.from_pretrained(name).policy
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
+def load_policy_argument(name: str) -> FlowPolicy:
+    """The policy a command line names (a policy folder or a Hub repo id); a usage `CommandError` that
+    says what is wrong otherwise (a run folder is the common mistake: its policy is in RUN/policy)."""
+    path = Path(name).expanduser()
+    if path.is_dir() and not (path / CONFIG_NAME).is_file():
+        if (path / "policy" / CONFIG_NAME).is_file():
+            raise CommandError(f"{path} is a training run folder: use {path / 'policy'}")
+        raise CommandError(f"{path} is not a policy folder: it has no {CONFIG_NAME}")
+    if path.is_file():
+        raise CommandError(f"{path} is a file; POLICY is a policy folder or a Hub repo id")
+    try:
+        return load_flow_policy(name)
+    except (OSError, ValueError) as err:  # missing or corrupt files, unknown Hub repos, invalid ids
+        message = one_line(err)
+        raise CommandError(message if name in message else f"cannot load {name}: {message}") from err
+
+
+def check_opset(parser: argparse.ArgumentParser, opset: int) -> None:
+    """A usage error unless `opset` is between `MIN_OPSET` and the newest the installed onnx knows."""
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= newest:
+        parser.error(
+            f"--opset must be between {MIN_OPSET} and {newest} (the installed onnx's newest), got {opset}"
+        )
+
+
+def _export_command(args: argparse.Namespace) -> None:
+    check_output_file(args.out, "--out")
+    policy = load_policy_argument(args.policy)
+    try:
+        report = export(policy, args.out, args.mode, args.opset, args.loop)
+    except ExportVerificationError as err:
+        if err.report is not None:
+            print(err.report.table())
+        raise CommandError(f"export failed, nothing written: {err}", FAILURE) from err
+    print(report.table())
+    print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes, opset {args.opset}, loop {args.loop})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(
         prog="python -m export.onnx",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -308,17 +376,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("policy", help="policy folder or Hub repo id")
     parser.add_argument("--out", required=True, type=Path, help="ONNX file to write")
     parser.add_argument("--mode", choices=MODES, default="ode")
-    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset, {MIN_OPSET} or newer")
     parser.add_argument("--loop", choices=LOOPS, default="unrolled")
     args = parser.parse_args(argv)
-    policy = load_flow_policy(args.policy)
-    try:
-        report = export(policy, args.out, args.mode, args.opset, args.loop)
-    except ExportVerificationError as err:
-        sys.exit(f"export failed, nothing written:\n{err}")
-    print(report.table())
-    print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes, opset {args.opset}, loop {args.loop})")
+    check_opset(parser, args.opset)
+    return run_command(lambda: _export_command(args))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,7 +16,14 @@ import os
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
+
+try:
+    import onnxruntime as ort
+except ModuleNotFoundError as err:  # the one dependency beyond numpy: say how to get it
+    raise ModuleNotFoundError(
+        'export.runtime needs onnxruntime: pip install onnxruntime (or pip install -e ".[onnx]")',
+        name=err.name,
+    ) from err
 
 _REQUIRED_METADATA = ("mode", "obs_dim", "act_dim", "num_steps")
 
@@ -56,7 +63,11 @@ class OnnxPolicy:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"ONNX policy not found: {self.path}")
-        self.session = make_session(self.path, intra_op_num_threads)
+        try:
+            self.session = make_session(self.path, intra_op_num_threads)
+        except Exception as err:  # onnxruntime raises its own types (InvalidProtobuf, Fail, ...)
+            message = " ".join(str(err).split())
+            raise ValueError(f"{self.path} is not a loadable ONNX model ({message})") from err
         self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
         missing = [key for key in _REQUIRED_METADATA if key not in self.metadata]
         if missing:
@@ -145,6 +156,8 @@ class OnnxPolicy:
             if noise.shape != expected:
                 raise ValueError(f"noise shape {noise.shape} does not match {expected}")
             noise = np.asarray(noise[None] if single else noise, np.float32)
+            if not np.isfinite(noise).all():
+                raise ValueError("noise contains NaN or inf: pass standard normal draws")
         action = self._run(batch, noise)
         return action[0] if single else action
 

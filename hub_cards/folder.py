@@ -79,7 +79,8 @@ def validate_results(results: dict, where: Path) -> dict:
     mean = sum(returns) / n
     std = math.sqrt(sum((r - mean) ** 2 for r in returns) / n)
     scale = max(1.0, abs(mean))
-    if abs(results["mean"] - mean) > 1e-6 * scale or abs(results["std"] - std) > 1e-6 * scale:
+    # Written as "not close" so that a NaN mean or std (JSON's NaN literal) fails too.
+    if not (abs(results["mean"] - mean) <= 1e-6 * scale and abs(results["std"] - std) <= 1e-6 * scale):
         raise FolderError(
             f"{where}: mean/std ({results['mean']}, {results['std']}) are not the mean and population std "
             f"of the listed returns ({mean}, {std})"
@@ -105,8 +106,77 @@ def read_metrics(path: Path) -> list[dict]:
             raise FolderError(f"{path}, line {number}: not valid JSON ({err})") from err
         if not isinstance(record, dict) or "type" not in record or "env_steps" not in record:
             raise FolderError(f"{path}, line {number}: not a metrics record (needs 'type' and 'env_steps')")
+        bad = [
+            name for name, value in record.items() if isinstance(value, float) and not math.isfinite(value)
+        ]
+        if bad:  # a card must never plot or quote the numbers of a diverged run
+            raise FolderError(
+                f"{path}, line {number}: {bad[0]!r} is {record[bad[0]]}: the run diverged; publish a run "
+                "whose numbers stayed finite"
+            )
         records.append(record)
     return records
+
+
+def _agree(field: str, values: dict[str, object]) -> None:
+    """`values` ({file name: value}) must all be equal; otherwise name the field and each file's value."""
+    if len({json.dumps(value, sort_keys=True) for value in values.values()}) > 1:
+        said = ", ".join(f"{name} says {value!r}" for name, value in values.items())
+        raise FolderError(f"the files disagree on the {field}: {said} (were they written by different runs?)")
+
+
+def _check_metrics_sequence(metrics: list[dict], results: dict, where: Path) -> None:
+    """One run's metrics: train iterations 1, 2, 3, ... and env steps that never go back, ending at the
+    env steps of results.json. Two trainers appending to one file break this at the first interleaved
+    line."""
+    previous_steps, expected_iteration, last_train_steps = 0, 1, None
+    for number, record in enumerate(metrics, start=1):
+        steps = record["env_steps"]
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < previous_steps:
+            raise FolderError(
+                f"{where}, line {number}: env_steps {steps!r} after {previous_steps}: the records of "
+                "more than one run are mixed (two trainers on one --output-dir?)"
+            )
+        previous_steps = steps
+        if record["type"] == "train":
+            if record.get("iteration") != expected_iteration:
+                raise FolderError(
+                    f"{where}, line {number}: train iteration {record.get('iteration')!r} where "
+                    f"{expected_iteration} was due: the records of more than one run are mixed "
+                    "(two trainers on one --output-dir?)"
+                )
+            expected_iteration += 1
+            last_train_steps = steps
+    if last_train_steps is not None and last_train_steps != results["env_steps"]:
+        raise FolderError(
+            f"the files disagree on the env steps: {METRICS} ends at {last_train_steps}, "
+            f"{RESULTS} says {results['env_steps']}"
+        )
+
+
+def _run_commits(run: dict) -> list[str | None]:
+    """The commits a run was trained at: the first start's and those of any resumes run.json records."""
+    commits = [run["git"].get("commit")]
+    for resume in run.get("resumes", []) if isinstance(run.get("resumes"), list) else []:
+        if isinstance(resume, dict) and isinstance(resume.get("git"), dict):
+            commits.append(resume["git"].get("commit"))
+    return commits
+
+
+def check_one_run(config: dict, results: dict, run: dict, metrics: list[dict], metrics_path: Path) -> None:
+    """config.json, results.json, run.json and metrics.jsonl must come from the same run: the same env,
+    algorithm, seed and commit, and one unbroken sequence of metrics that ends where the results do."""
+    args = run["args"]
+    _agree(
+        "environment",
+        {RESULTS: results["env_id"], RUN: args.get("env"), CONFIG: config["spec"].get("env_id")},
+    )
+    if "algo" in results:  # results.json files written before the field existed lack it
+        _agree("algorithm", {RESULTS: results["algo"], RUN: run["algo"]})
+    _agree("seed", {RESULTS: results["seeds"], RUN: [args.get("seed")]})
+    if results["git_commit"] not in _run_commits(run):
+        _agree("commit", {RESULTS: results["git_commit"], RUN: run["git"].get("commit")})
+    _check_metrics_sequence(metrics, results, metrics_path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,14 +209,11 @@ class CardSource:
         for name in ("algo", "args", "git", "packages", "device"):
             if name not in run_data:
                 raise FolderError(f"{run} lacks the field {name!r}")
-        env_ids = {
-            RESULTS: results_data["env_id"],
-            RUN: run_data["args"].get("env"),
-            CONFIG: config_data["spec"].get("env_id"),
-        }
-        if len(set(env_ids.values())) != 1:
-            raise FolderError(f"the files disagree on the environment: {env_ids}")
-        return cls(config_data, results_data, run_data, read_metrics(metrics))
+        if not isinstance(run_data["args"], dict) or not isinstance(run_data["git"], dict):
+            raise FolderError(f"{run}: 'args' and 'git' must be JSON objects")
+        metrics_data = read_metrics(metrics)
+        check_one_run(config_data, results_data, run_data, metrics_data, metrics)
+        return cls(config_data, results_data, run_data, metrics_data)
 
     @classmethod
     def from_folder(cls, folder: Path) -> "CardSource":

@@ -6,39 +6,98 @@ RUN_DIR is a finished training run (runs/<env>/<algo>/seed_<k>: run.json, metric
 The folder DIR (default RUN_DIR/hub) receives config.json, model.safetensors, results.json, run.json,
 metrics.jsonl, README.md (the model card), learning_curve.png, policy.onnx when the exporter is installed
 (or the run already exported one) and replay.mp4 when a video encoder and MuJoCo rendering are available.
-Every input is validated before anything is written. Then the repo is created if needed and the folder
-is pushed in ONE commit (huggingface_hub's token from the usual places: HF_TOKEN or `hf auth login`);
-files this tool publishes that the new folder no longer has (an old replay.mp4, say) are deleted in the
-same commit. `--dry-run` stops after writing the folder. A failed push leaves the folder intact, says why
-and exits 1; bad input exits 2.
+Every input is validated before anything is written: the four files must come from one run (the same
+env, algorithm, seed and commit, one unbroken metrics sequence), the weights must load and be finite,
+and no file may be a link to somewhere outside its folder. Then the repo is created if needed and the
+folder is pushed in ONE commit (huggingface_hub's token from the usual places: HF_TOKEN or
+`hf auth login`); files this tool publishes that the new folder no longer has (an old replay.mp4, say)
+are deleted in the same commit. `--dry-run` stops after writing the folder.
+
+DIR is replaced as a whole only if this tool created it (it leaves a `.gsbpolicy-publish` marker) and
+it holds nothing else; any other non-empty DIR is refused unless `--overwrite`, which replaces only the
+files this tool writes and keeps everything else. Every error is one line: bad input exits 2 before
+anything is written; a failed push leaves the folder intact, says why and exits 1.
 """
 
 import argparse
-import importlib.util
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
-from .curves import CURVE_NAME
+from export import ONNX_MODULES
+from gsbpolicy._cli import (
+    FAILURE,
+    CommandError,
+    MissingExtraError,
+    OneLineParser,
+    check_writable_folder,
+    one_line,
+    require_extra,
+    run_command,
+)
+
+from .curves import CURVE_NAME, NoEvaluations
 from .folder import CONFIG, METRICS, RESULTS, RUN, WEIGHTS, CardSource, FolderError, run_policy_dir
 from .render import ONNX, README, VIDEO, render_folder
 from .replay import ReplayUnavailable, record_replay
 
 PUBLISHED = (CONFIG, WEIGHTS, ONNX, RESULTS, RUN, METRICS, README, CURVE_NAME, VIDEO)
 """Every file the publisher writes; the only ones it replaces locally or deletes from the repo."""
+MARKER = ".gsbpolicy-publish"
+"""Left in every folder this tool creates: such a folder (holding nothing else) may be replaced whole."""
+HUB_MODULES = ("jinja2", "matplotlib")
+"""What the card needs from the `hub` extra (the template engine and the learning-curve plot)."""
 
 
-def _check_out_dir(out: Path) -> None:
-    """`out` must be absent, empty, or a folder this tool wrote (it is replaced as a whole)."""
+def _out_is_replaceable(out: Path, overwrite: bool) -> bool:
+    """Whether `out` may be replaced as a whole (absent, empty, or this tool's own untouched folder);
+    False: only the publisher's files in it are replaced (`--overwrite`). Refuses anything else."""
     if out.exists() and not out.is_dir():
         raise FolderError(f"--out {out} exists and is not a folder")
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in PUBLISHED) if out.is_dir() else []
-    if foreign:
-        raise FolderError(f"refusing to replace {out}: it holds files the publisher did not write: {foreign}")
+    names = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    foreign = [name for name in names if name not in PUBLISHED and name != MARKER]
+    if not names or (MARKER in names and not foreign):
+        return True
+    if overwrite:
+        return False
+    shown = ", ".join((foreign or names)[:5]) + (", ..." if len(foreign or names) > 5 else "")
+    reason = "holds files the publisher did not write" if foreign else "was not created by the publisher"
+    raise FolderError(
+        f"refusing to write into {out}: it {reason} ({shown}); choose an empty --out, or pass --overwrite "
+        "to replace only the publisher's files in it"
+    )
 
 
-def _exporter_installed() -> bool:
-    return all(importlib.util.find_spec(name) for name in ("jax2onnx", "onnx", "onnxruntime"))
+def _check_inside(folder: Path, names: tuple[str, ...]) -> None:
+    """Each existing `folder/name` must be a file inside `folder`: a link to somewhere else (a key, a
+    private file) is never copied into a folder that gets pushed."""
+    root = folder.resolve()
+    for name in names:
+        path = folder / name
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise FolderError(
+                f"{path} is a link to {path.resolve()}, outside {folder}: refusing to publish it"
+            )
+
+
+def _swap_in(staging: Path, out: Path, whole: bool) -> None:
+    """Move the built folder into place: as a whole, or (whole=False) file by file, keeping other files."""
+    if not whole:
+        for name in PUBLISHED:
+            if (staging / name).is_file():
+                os.replace(staging / name, out / name)
+            elif (out / name).is_file():  # stale: it would be pushed with the new files
+                (out / name).unlink()
+        return
+    if out.exists():
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+        out.rename(old / out.name)
+        staging.rename(out)
+        shutil.rmtree(old)
+    else:
+        staging.rename(out)
 
 
 def _add_onnx(policy_dir: Path, staging: Path, log) -> None:
@@ -46,8 +105,10 @@ def _add_onnx(policy_dir: Path, staging: Path, log) -> None:
         shutil.copyfile(policy_dir / ONNX, staging / ONNX)
         log(f"{ONNX}: copied from {policy_dir}")
         return
-    if not _exporter_installed():
-        log(f'{ONNX}: skipped, the exporter is not installed (pip install "gsbpolicy[onnx]")')
+    try:
+        require_extra("onnx", ONNX_MODULES, "the exporter")
+    except MissingExtraError as err:
+        log(f"{ONNX}: skipped, {err}")
         return
     from export.onnx import ExportVerificationError, export_policy_folder
 
@@ -55,7 +116,9 @@ def _add_onnx(policy_dir: Path, staging: Path, log) -> None:
         export_policy_folder(staging)
         log(f"{ONNX}: exported and verified against JAX")
     except ExportVerificationError as err:
-        log(f"{ONNX}: skipped, the export did not match JAX:\n{err}")
+        log(f"{ONNX}: skipped, the export did not match JAX: {err}")
+        if err.report is not None:
+            log(err.report.table())
 
 
 def _load_policy(folder: Path):
@@ -87,16 +150,21 @@ def assemble(
     onnx: bool = True,
     video: bool = True,
     video_steps: int = 500,
+    overwrite: bool = False,
     log=print,
 ) -> Path:
-    """Write the Hub folder for `run_dir` into `out` (built aside, then swapped in); returns `out`."""
+    """Write the Hub folder for `run_dir` into `out` (built aside, then swapped in); returns `out`.
+
+    `overwrite`: write into a non-empty `out` this tool did not create, replacing only its own files."""
     policy_dir = run_policy_dir(run_dir)
+    _check_inside(policy_dir, (CONFIG, WEIGHTS, RESULTS, ONNX))
+    _check_inside(run_dir, (RUN, METRICS))
     source = CardSource.read(policy_dir / CONFIG, policy_dir / RESULTS, run_dir / RUN, run_dir / METRICS)
-    _check_out_dir(out)
-    # Built in a sibling folder, so a failure half-way leaves a previous `out` as it was.
-    staging = out.with_name(f".{out.name}.staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    whole = _out_is_replaceable(out, overwrite)
+    check_writable_folder(out.parent, "--out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Built in a new sibling folder, so a failure half-way leaves a previous `out` as it was.
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.staging-"))
     try:
         for name in (CONFIG, WEIGHTS, RESULTS):
             shutil.copyfile(policy_dir / name, staging / name)
@@ -108,8 +176,10 @@ def assemble(
         steps = _add_replay(policy, staging, source.env_id, video_steps, log) if video else None
         for name, data in render_folder(staging, repo_id, license=license, video_steps=steps).items():
             (staging / name).write_bytes(data)
-        shutil.rmtree(out, ignore_errors=True)
-        staging.rename(out)
+        (staging / MARKER).write_text(
+            "written by python -m hub_cards.publish; replaced whole by the next run\n"
+        )
+        _swap_in(staging, out, whole)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
@@ -132,8 +202,45 @@ def push(folder: Path, repo_id: str, *, private: bool = False, commit_message: s
     return info.commit_url
 
 
+def _repo_id_error(repo_id: str) -> str | None:
+    """Why `repo_id` is not a Hub model id ORG/NAME (huggingface_hub's own rules), or None."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        return f"--repo-id must be ORG/NAME, got {repo_id!r}"
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        return f"--repo-id {repo_id!r} is not a valid Hub repo id: {one_line(err)}"
+    return None
+
+
+def _publish_command(args: argparse.Namespace) -> None:
+    require_extra("hub", HUB_MODULES, "python -m hub_cards.publish")
+    out = args.out or args.run_dir / "hub"
+    assemble(args.run_dir, out, args.repo_id, license=args.license, onnx=not args.no_onnx,
+             video=not args.no_video, video_steps=args.video_steps, overwrite=args.overwrite)  # fmt: skip
+    print(f"wrote {out}: {', '.join(sorted(p.name for p in out.iterdir() if p.name in PUBLISHED))}")
+    if args.dry_run:
+        print("dry run: nothing pushed")
+        return
+    results = CardSource.from_folder(out).results
+    message = (
+        f"Upload {args.repo_id.split('/')[1]}: mean_reward {results['mean']:.2f} +/- {results['std']:.2f}"
+    )
+    try:
+        url = push(out, args.repo_id, private=args.private, commit_message=message)
+    except Exception as err:  # network, auth, permissions, server errors: all leave `out` as written
+        raise CommandError(
+            f"push to {args.repo_id} failed: {type(err).__name__}: {one_line(err)}; the folder {out} is "
+            "intact: retry the push when the cause is fixed",
+            FAILURE,
+        ) from err
+    print(f"pushed {args.repo_id} in one commit: {url}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m hub_cards.publish",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -146,39 +253,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="write the folder, push nothing")
     parser.add_argument("--out", type=Path, help="the folder to write (default RUN_DIR/hub)")
     parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into a non-empty --out this tool did not create: replace only its own files there",
+    )
+    parser.add_argument(
         "--license", default="apache-2.0", help="Hub license id for the card (default apache-2.0)"
     )
     parser.add_argument("--no-onnx", action="store_true", help="do not export policy.onnx")
     parser.add_argument("--no-video", action="store_true", help="do not record replay.mp4")
     parser.add_argument("--video-steps", type=int, default=500, help="replay.mp4 length limit in env steps")
     args = parser.parse_args(argv)
-    if args.repo_id.count("/") != 1 or not all(args.repo_id.split("/")):
-        parser.error(f"--repo-id must be ORG/NAME, got {args.repo_id!r}")
+    problem = _repo_id_error(args.repo_id)
+    if problem:
+        parser.error(problem)
     if args.video_steps < 1:
         parser.error(f"--video-steps must be >= 1, got {args.video_steps}")
-    out = args.out or args.run_dir / "hub"
-    try:
-        assemble(args.run_dir, out, args.repo_id, license=args.license, onnx=not args.no_onnx,
-                 video=not args.no_video, video_steps=args.video_steps)  # fmt: skip
-    except (FolderError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(f"wrote {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
-    if args.dry_run:
-        print("dry run: nothing pushed")
-        return 0
-    results = CardSource.from_folder(out).results
-    message = (
-        f"Upload {args.repo_id.split('/')[1]}: mean_reward {results['mean']:.2f} +/- {results['std']:.2f}"
-    )
-    try:
-        url = push(out, args.repo_id, private=args.private, commit_message=message)
-    except Exception as err:  # network, auth, permissions, server errors: all leave `out` as written
-        print(f"error: push to {args.repo_id} failed: {type(err).__name__}: {err}", file=sys.stderr)
-        print(f"the folder {out} is intact; retry the push when the cause is fixed", file=sys.stderr)
-        return 1
-    print(f"pushed {args.repo_id} in one commit: {url}")
-    return 0
+    return run_command(lambda: _publish_command(args), usage_errors=(FolderError, NoEvaluations))
 
 
 if __name__ == "__main__":

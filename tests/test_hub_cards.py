@@ -55,7 +55,7 @@ def test_publish_then_load_by_repo_id_in_a_fresh_cache_then_offline(run_dir, hub
     argv = [str(run_dir), "--repo-id", "org/flow", "--out", str(out), "--no-onnx", "--video-steps", "20"]
     assert publish.main(argv) == 0
     expected_files = HUB_FILES | ({"replay.mp4"} if importlib.util.find_spec("imageio_ffmpeg") else set())
-    assert {p.name for p in out.iterdir()} == expected_files
+    assert {p.name for p in out.iterdir()} == expected_files | {publish.MARKER}
     assert set(hub.files("org/flow")) == expected_files
     assert len(hub.commits("org/flow")) == 2  # create_repo's empty commit, then everything in one
     assert (
@@ -91,12 +91,12 @@ def test_dry_run_then_failed_push_keep_the_folder_and_say_why(run_dir, hub, tmp_
     out = tmp_path / "out"
     base = [str(run_dir), "--repo-id", "org/flow", "--out", str(out), "--no-onnx", "--no-video"]
     assert publish.main([*base, "--dry-run"]) == 0
-    assert {p.name for p in out.iterdir()} == HUB_FILES and not hub.repos
+    assert {p.name for p in out.iterdir()} == HUB_FILES | {publish.MARKER} and not hub.repos
     hub.stop()
     assert publish.main(base) == 1
     err = capsys.readouterr().err
-    assert "push to org/flow failed" in err and f"{out} is intact" in err
-    assert {p.name for p in out.iterdir()} == HUB_FILES
+    assert "push to org/flow failed" in err and f"{out} is intact" in err and len(err.splitlines()) == 1
+    assert {p.name for p in out.iterdir()} == HUB_FILES | {publish.MARKER}
     CardSource.from_folder(out)  # still a complete, valid folder
 
 
@@ -132,7 +132,7 @@ def test_bad_runs_fail_before_writing_anything(run_dir, tmp_path, capsys):
     (out / "notes.txt").write_text("mine")
     shutil.copyfile(run_dir / "policy" / "model.safetensors", broken / "policy" / "model.safetensors")
     assert publish.main(argv) == 2
-    assert "refusing to replace" in capsys.readouterr().err and (out / "notes.txt").exists()
+    assert "refusing to write into" in capsys.readouterr().err and (out / "notes.txt").exists()
 
 
 def test_card_metadata_and_baseline_rows(tmp_path):
