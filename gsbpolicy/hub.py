@@ -265,7 +265,8 @@ class GSBPolicy:
                     "offline mode is on" if local_files_only or constants.HF_HUB_OFFLINE else "no connection"
                 )
                 raise LocalEntryNotFoundError(
-                    f"Hub policy {at}: {filename} is not in the local cache and {why}; download it once online"
+                    f"Hub policy {at}: {filename} is not in the local cache and {why}; "
+                    "download it once online"
                 ) from None
             except HfHubHTTPError as err:
                 if err.response is None or err.response.status_code not in (401, 404):
