@@ -175,7 +175,9 @@ class GSBPolicy:
         """Env action(s) for a single observation or a batch; deterministic ODE unless `noise` is given.
 
         `noise` has shape [N+1, act_dim] (single) or [B, N+1, act_dim] (batch). Each batch size is
-        compiled once and cached.
+        compiled once and cached. Observations and noise must be finite (ValueError otherwise); actions are
+        always inside the action bounds, and a NaN action (only possible through an overflow in the
+        network) raises FloatingPointError instead of reaching the env.
         """
         obs, single = self._check_obs(obs)
         if noise is not None:
@@ -183,7 +185,7 @@ class GSBPolicy:
         return self._run(obs, single, noise)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        """SB3-style prediction: `(action, state)`, with actions in the env's bounds.
+        """SB3-style prediction: `(action, state)`, with actions in the env's bounds (checks as in `act`).
 
         Args:
             observation: one observation [obs_dim] or a batch [B, obs_dim].

@@ -19,7 +19,7 @@ import safetensors.numpy
 from fake_hub import FakeHub, point_client_at
 from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-from gsbpolicy import GSBPolicy, PolicyFormatError
+from gsbpolicy import GSBPolicy, PolicyFormatError, load_policy
 
 pytestmark = pytest.mark.strict_promotion
 
@@ -129,6 +129,18 @@ CASES = [
         r"observation shape \(5,\) does not match \(4,\) or \(batch, 4\)",
     ),
     Case(
+        "three-dimensional observation",
+        lambda w: w.policy.act(np.zeros((2, 3, 4))),
+        ValueError,
+        r"^observation shape \(2, 3, 4\) does not match \(4,\) or \(batch, 4\)$",
+    ),
+    Case(
+        "complex observation",
+        lambda w: w.policy.predict(np.zeros(4, complex)),
+        ValueError,
+        r"^observation dtype must be a real number type, got complex128$",
+    ),
+    Case(
         "string observation",
         lambda w: w.policy.predict(np.array(["1", "2", "3", "4"])),
         ValueError,
@@ -200,11 +212,11 @@ CASES = [
         edit=lambda w: w.edit_spec(width=32),
     ),
     Case(
-        "config.json sigma_max edited (same shapes)",
+        "config.json sigma_max and output_scale edited (same shapes)",
         _load,
         PolicyFormatError,
-        r"\(sigma_max: saved 1\.5, config 2\.0\)",
-        edit=lambda w: w.edit_spec(sigma_max=2.0),
+        r"\(output_scale: saved 0\.25, config 1\.0; sigma_max: saved 1\.5, config 2\.0\)",
+        edit=lambda w: w.edit_spec(sigma_max=2.0, output_scale=1.0),
     ),
     Case(
         "config.json env_id edited",
@@ -293,6 +305,20 @@ CASES = [
         ),
     ),
     Case(
+        "weights that are not safetensors",
+        _load,
+        PolicyFormatError,
+        r"model\.safetensors is corrupted or truncated",
+        edit=lambda w: (w.folder / "model.safetensors").write_bytes(b"\x00" * 8 + b"garbage"),
+    ),
+    Case(
+        "missing config.json",
+        _load,
+        FileNotFoundError,
+        r"^policy config not found: .*config\.json$",
+        edit=lambda w: (w.folder / "config.json").unlink(),
+    ),
+    Case(
         "missing weights",
         _load,
         FileNotFoundError,
@@ -305,6 +331,12 @@ CASES = [
         PolicyFormatError,
         r"tensor 'normalizer\.mean' holds NaN or inf; the weights are unusable$",
         edit=_write_nan_weights,
+    ),
+    Case(
+        "load_policy on a missing folder",
+        lambda w: load_policy(w.root / "nowhere"),
+        FileNotFoundError,
+        r"^policy folder not found: .*nowhere$",
     ),
     Case(
         "missing local folder",

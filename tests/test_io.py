@@ -51,42 +51,6 @@ def test_spec_rejects_bad_values():
         PolicySpec.from_dict({"obs_dim": 2, "act_dim": 1, "squash": "none", "widht": 3})
 
 
-def test_missing_files(tmp_path, saved):
-    with pytest.raises(FileNotFoundError, match="policy folder not found"):
-        load_policy(tmp_path / "nowhere")
-    (saved / "model.safetensors").unlink()
-    with pytest.raises(FileNotFoundError, match="model.safetensors"):
-        load_policy(saved)
-    (saved / "config.json").unlink()
-    with pytest.raises(FileNotFoundError, match="config.json"):
-        load_policy(saved)
-
-
-def test_truncated_or_corrupted_weights(saved):
-    weights = saved / "model.safetensors"
-    data = weights.read_bytes()
-    weights.write_bytes(data[: len(data) // 2])
-    with pytest.raises(PolicyFormatError, match="corrupted or truncated"):
-        load_policy(saved)
-    weights.write_bytes(b"\x00" * 8 + b"garbage")
-    with pytest.raises(PolicyFormatError, match="corrupted or truncated"):
-        load_policy(saved)
-
-
-def test_corrupted_config(saved):
-    (saved / "config.json").write_text('{"spec": {')
-    with pytest.raises(PolicyFormatError, match="not valid JSON"):
-        load_policy(saved)
-
-
-def test_unknown_format_version(saved):
-    config = json.loads((saved / "config.json").read_text())
-    config["format_version"] = FORMAT_VERSION + 1
-    (saved / "config.json").write_text(json.dumps(config))
-    with pytest.raises(PolicyFormatError, match="format_version"):
-        load_policy(saved)
-
-
 def _edit_spec(folder, **changes):
     config = json.loads((folder / "config.json").read_text())
     config["spec"].update(changes)
@@ -96,16 +60,6 @@ def _edit_spec(folder, **changes):
 def _rewrite_metadata(folder, metadata):
     weights = folder / "model.safetensors"
     safetensors.numpy.save_file(safetensors.numpy.load_file(weights), weights, metadata)
-
-
-def test_edited_config_names_each_changed_field(saved, tiny_spec):
-    # sigma_max changes no shape: only the spec recorded in the weights can tell that the actions changed.
-    _edit_spec(saved, width=32, sigma_max=2.0)
-    with pytest.raises(PolicyFormatError) as err:
-        load_policy(saved)
-    message = str(err.value)
-    assert "width: saved 16, config 32; sigma_max: saved 1.5, config 2.0" in message
-    assert "save_pretrained()" in message and "\n" not in message
 
 
 def test_weights_with_only_a_spec_hash_still_catch_an_edit(saved):
