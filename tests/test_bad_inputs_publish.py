@@ -1,0 +1,460 @@
+"""Bad inputs to the export and publishing commands, one table row each, with the exact outcome.
+
+CLI rows run `main(argv)` in-process and assert the exit code (2: bad input, 1: a failure), ONE line on
+stderr that names the problem, no traceback, and that nothing under the row's folder was written or
+lost (a snapshot of every file and folder before and after). Runtime rows assert the exception type and
+a one-line message. Two rows run a real `python -m` process, to prove "no traceback" end to end where an
+import, not `main`, is what fails.
+
+The run folder is made by hand from the committed example card's files and a tiny policy saved for the
+same env: no training, so the whole table runs in seconds (plus one ONNX export for the runtime rows).
+"""
+
+import dataclasses
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+import safetensors
+import safetensors.numpy
+
+from export import latency
+from export import onnx as onnx_export
+from export.runtime import OnnxPolicy
+from gsbpolicy import make_policy, save_policy
+from hub_cards import publish, render
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = render.EXAMPLES_DIR / "gsb_mdpo-InvertedPendulum-v5"
+COMMANDS = {"publish": publish.main, "export": onnx_export.main, "latency": latency.main}
+
+
+# ----------------------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory, tiny_spec) -> Path:
+    """A finished run folder: the example card's run.json, metrics.jsonl and results.json, and a tiny
+    policy saved for its env (InvertedPendulum-v5: 4 observations, 1 action)."""
+    run = tmp_path_factory.mktemp("base") / "run"
+    run.mkdir()
+    for name in ("run.json", "metrics.jsonl"):
+        shutil.copyfile(EXAMPLE / name, run / name)
+    spec = dataclasses.replace(
+        tiny_spec, act_dim=1, action_low=(-3.0,), action_high=(3.0,), env_id="InvertedPendulum-v5"
+    )
+    save_policy(make_policy(spec, key=jax.random.key(0)), run / "policy")
+    shutil.copyfile(EXAMPLE / "results.json", run / "policy" / "results.json")
+    return run
+
+
+@dataclasses.dataclass
+class Scene:
+    """A row's own folder: `root` holds a fresh copy of the run (`run`, with its `policy`)."""
+
+    root: Path
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def policy(self) -> Path:
+        return self.run / "policy"
+
+    def edit_json(self, path: Path, **changes) -> None:
+        path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+    def publish(self, *extra: str, out: str = "out") -> list[str]:
+        return [str(self.run), "--repo-id", "org/flow", "--out", str(self.root / out), "--dry-run",
+                "--no-onnx", "--no-video", *extra]  # fmt: skip
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` with its bytes (None for folders; links by their target)."""
+    snap = {}
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            snap[key] = os.readlink(path).encode()
+        else:
+            snap[key] = None if path.is_dir() else path.read_bytes()
+    return snap
+
+
+def _poison_weights(folder: Path) -> str:
+    """Write one NaN into the saved weights (the saver itself refuses to); returns the tensor's name."""
+    path = folder / "model.safetensors"
+    with safetensors.safe_open(path, framework="numpy") as file:
+        metadata = file.metadata()
+    tensors = safetensors.numpy.load_file(path)
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name].copy()
+    tensors[name].flat[0] = np.nan
+    safetensors.numpy.save_file(tensors, path, metadata)
+    return name
+
+
+def _interleave(at: int) -> Callable[[Scene], None]:
+    """Two trainers on one folder: a second run's first record lands after line `at` of the first's."""
+
+    def write(scene: Scene) -> None:
+        path = scene.run / "metrics.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[:at] + [lines[0]] + lines[at:]))
+
+    return write
+
+
+def _nan_metric(scene: Scene) -> None:
+    path = scene.run / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    record = json.loads(lines[3])
+    record["train/actor_loss"] = float("nan")
+    path.write_text("".join(lines[:3] + [json.dumps(record) + "\n"] + lines[4:]))
+
+
+def _link_weights_outside(scene: Scene) -> None:
+    secret = scene.root / "secret.safetensors"
+    (scene.policy / "model.safetensors").rename(secret)
+    (scene.policy / "model.safetensors").symlink_to(secret)
+
+
+def _foreign_out(scene: Scene) -> None:
+    (scene.root / "out").mkdir()
+    (scene.root / "out" / "notes.txt").write_text("mine")
+    (scene.root / "out" / "README.md").write_text("my own card")
+
+
+def _edit_config_sigma(scene: Scene) -> None:
+    path = scene.policy / "config.json"
+    config = json.loads(path.read_text())
+    config["spec"]["sigma_max"] = 2.5
+    path.write_text(json.dumps(config))
+
+
+def _hide_module(monkeypatch, hidden: str) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == hidden else real(name, *a)
+    )
+
+
+# -------------------------------------------------------------------------------------- the CLI table
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One bad input: `prepare(scene, monkeypatch)` makes it and returns the argv of `command`."""
+
+    id: str
+    command: str
+    prepare: Callable[[Scene, pytest.MonkeyPatch], list[str]]
+    code: int
+    message: str
+    """A substring of the one stderr line (after "error: ")."""
+
+
+def _publish_rows() -> list[Row]:
+    def edited(path_of, **changes):
+        def prepare(s: Scene, _):
+            s.edit_json(path_of(s), **changes)
+            return s.publish()
+
+        return prepare
+
+    def run_json(s):
+        return s.run / "run.json"
+
+    def results(s):
+        return s.policy / "results.json"
+
+    def run_with(s, **changes):
+        s.edit_json(run_json(s), args={**json.loads(run_json(s).read_text())["args"], **changes})
+        return s.publish()
+
+    return [
+        Row("publish: run folder missing", "publish",
+            lambda s, _: [str(s.root / "nope"), "--repo-id", "org/flow", "--dry-run"],
+            2, "run folder not found"),
+        Row("publish: a policy folder instead of the run folder", "publish",
+            lambda s, _: [str(s.policy), "--repo-id", "org/flow", "--dry-run"],
+            2, "pass the run folder above it"),
+        Row("publish: unfinished run (no policy folder)", "publish",
+            lambda s, _: (shutil.rmtree(s.policy), s.publish())[1],
+            2, "did the run finish?"),
+        Row("publish: results.json from another seed", "publish", edited(results, seeds=[3]),
+            2, "disagree on the seed: results.json says [3], run.json says [0]"),
+        Row("publish: run.json of another seed", "publish", lambda s, _: run_with(s, seed=7),
+            2, "disagree on the seed: results.json says [0], run.json says [7]"),
+        Row("publish: results.json from another algorithm", "publish", edited(results, algo="fpo"),
+            2, "disagree on the algorithm: results.json says 'fpo', run.json says 'gsb_mdpo'"),
+        Row("publish: results.json from another commit", "publish", edited(results, git_commit="0" * 40),
+            2, f"disagree on the commit: results.json says '{'0' * 40}', run.json says"),
+        Row("publish: run.json of another env", "publish", lambda s, _: run_with(s, env="Hopper-v5"),
+            2, "disagree on the environment"),
+        Row("publish: two runs' metrics interleaved (env steps go back)", "publish",
+            lambda s, _: (_interleave(5)(s), s.publish())[1],
+            2, "line 6: env_steps 1024 after 5120: the records of more than one run are mixed"),
+        Row("publish: two runs' metrics interleaved (same pace)", "publish",
+            lambda s, _: (_interleave(1)(s), s.publish())[1],
+            2, "line 2: train iteration 1 where 2 was due: the records of more than one run are mixed"),
+        Row("publish: metrics end before the results' env steps", "publish",
+            edited(results, env_steps=999_999),
+            2, "disagree on the env steps: metrics.jsonl ends at 150528, results.json says 999999"),
+        Row("publish: NaN loss in metrics.jsonl", "publish", lambda s, _: (_nan_metric(s), s.publish())[1],
+            2, "'train/actor_loss' is nan: the run diverged"),
+        Row("publish: NaN mean in results.json", "publish", edited(results, mean=float("nan")),
+            2, "mean/std (nan, 0.0) are not the mean and population std"),
+        Row("publish: corrupt results.json", "publish",
+            lambda s, _: (results(s).write_text('{"mean": 1.0,'), s.publish())[1],
+            2, "results.json is not valid JSON"),
+        Row("publish: NaN weights", "publish",
+            lambda s, _: (_poison_weights(s.policy), s.publish())[1],
+            2, "holds NaN or inf"),
+        Row("publish: config.json edited after saving", "publish",
+            lambda s, _: (_edit_config_sigma(s), s.publish())[1],
+            2, "sigma_max: saved 1.5, config 2.5"),
+        Row("publish: weights linked from outside the run", "publish",
+            lambda s, _: (_link_weights_outside(s), s.publish())[1],
+            2, "outside"),
+        Row("publish: --out holds the user's files", "publish",
+            lambda s, _: (_foreign_out(s), s.publish())[1],
+            2, "holds files the publisher did not write (notes.txt)"),
+        Row("publish: --out is a file", "publish",
+            lambda s, _: ((s.root / "out").write_text("x"), s.publish())[1],
+            2, "exists and is not a folder"),
+        Row("publish: --out inside a file", "publish",
+            lambda s, _: ((s.root / "file").write_text("x"), s.publish(out="file/hub"))[1],
+            2, "is a file, not a folder"),
+        Row("publish: --out not writable", "publish",
+            lambda s, _: [*s.publish()[:4], "/proc/gsbpolicy-test/hub", *s.publish()[5:]],
+            2, "cannot write in /proc"),
+        Row("publish: --repo-id without an org", "publish",
+            lambda s, _: [str(s.run), "--repo-id", "flow", "--dry-run"],
+            2, "--repo-id must be ORG/NAME, got 'flow'"),
+        Row("publish: --repo-id with a space", "publish",
+            lambda s, _: [str(s.run), "--repo-id", "org/my flow", "--dry-run"],
+            2, "is not a valid Hub repo id"),
+        Row("publish: --video-steps 0", "publish", lambda s, _: s.publish("--video-steps", "0"),
+            2, "--video-steps must be >= 1, got 0"),
+        Row("publish: --repo-id missing", "publish", lambda s, _: [str(s.run)],
+            2, "the following arguments are required: --repo-id"),
+        Row("publish: the hub extra is not installed", "publish",
+            lambda s, mp: (_hide_module(mp, "jinja2"), s.publish())[1],
+            1, 'needs jinja2: pip install -e ".[hub]"'),
+    ]  # fmt: skip
+
+
+def _export_rows() -> list[Row]:
+    def export(policy: Callable[[Scene], Path | str], *extra: str, out: str | None = None):
+        return lambda s, _: [str(policy(s)), "--out", out or str(s.root / "policy.onnx"), *extra]
+
+    return [
+        Row("export: policy folder missing", "export", export(lambda s: s.root / "nope" / "policy"),
+            2, "policy folder not found"),
+        Row("export: a run folder", "export", export(lambda s: s.run),
+            2, "is a training run folder: use"),
+        Row("export: a folder without config.json", "export", export(lambda s: s.root),
+            2, "is not a policy folder: it has no config.json"),
+        Row("export: a file as POLICY", "export", export(lambda s: s.policy / "results.json"),
+            2, "is a file; POLICY is a policy folder or a Hub repo id"),
+        Row("export: truncated weights", "export",
+            lambda s, mp: ((s.policy / "model.safetensors").write_bytes(b"\0" * 7),
+                           export(lambda s: s.policy)(s, mp))[1],
+            2, "corrupted or truncated"),
+        Row("export: NaN weights", "export",
+            lambda s, mp: (_poison_weights(s.policy), export(lambda s: s.policy)(s, mp))[1],
+            2, "holds NaN or inf"),
+        Row("export: --out is a folder", "export", export(lambda s: s.policy, out="."),
+            2, "--out . is a folder; give a file path"),
+        Row("export: --out inside a file", "export",
+            lambda s, mp: export(lambda s: s.policy, out=str(s.policy / "config.json" / "p.onnx"))(s, mp),
+            2, "config.json is a file, not a folder"),
+        Row("export: --out not writable", "export",
+            export(lambda s: s.policy, out="/proc/gsbpolicy-test/policy.onnx"),
+            2, "cannot write in /proc"),
+        Row("export: --opset 5", "export", export(lambda s: s.policy, "--opset", "5"),
+            2, "--opset must be between 17 and"),
+        Row("export: unknown --mode", "export", export(lambda s: s.policy, "--mode", "fast"),
+            2, "argument --mode: invalid choice: 'fast'"),
+        Row("export: --out missing", "export", lambda s, _: [str(s.policy)],
+            2, "the following arguments are required: --out"),
+        Row("latency: a run folder", "latency", lambda s, _: [str(s.run), "--no-pin"],
+            2, "is a training run folder: use"),
+        Row("latency: neither POLICY nor --spec-preset", "latency", lambda s, _: ["--no-pin"],
+            2, "give exactly one of POLICY and --spec-preset"),
+        Row("latency: --repeats 0", "latency", lambda s, _: [str(s.policy), "--repeats", "0"],
+            2, "--repeats must be >= 1, got 0"),
+        Row("latency: --opset 99", "latency", lambda s, _: [str(s.policy), "--opset", "23", "99"],
+            2, "--opset must be between 17 and"),
+        Row("latency: NaN weights", "latency",
+            lambda s, _: (_poison_weights(s.policy), [str(s.policy), "--no-pin"])[1],
+            2, "holds NaN or inf"),
+    ]  # fmt: skip
+
+
+CLI_ROWS = _publish_rows() + _export_rows()
+
+
+@pytest.mark.parametrize("row", CLI_ROWS, ids=[row.id for row in CLI_ROWS])
+def test_cli_bad_input(row: Row, base_run, tmp_path, monkeypatch, capsys):
+    scene = Scene(tmp_path)
+    shutil.copytree(base_run, scene.run)
+    argv = row.prepare(scene, monkeypatch)
+    before = _snapshot(tmp_path)
+    capsys.readouterr()
+    try:
+        code = COMMANDS[row.command](argv)
+    except SystemExit as stop:  # argparse's usage errors
+        code = stop.code
+    err = capsys.readouterr().err
+    assert code == row.code, err
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert row.message in err, err
+    assert _snapshot(tmp_path) == before, "a failed command wrote or removed files"
+
+
+def test_base_run_publishes(base_run, tmp_path, capsys):
+    """The rows fail for their own reason: the unmodified run folder publishes."""
+    scene = Scene(tmp_path)
+    shutil.copytree(base_run, scene.run)
+    assert publish.main(scene.publish()) == 0, capsys.readouterr().err
+    assert (tmp_path / "out" / "README.md").is_file() and (tmp_path / "out" / publish.MARKER).is_file()
+    # Its own folder is replaced as a whole the next time; a file the user adds there stops that.
+    assert publish.main(scene.publish()) == 0
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    assert publish.main(scene.publish()) == 2
+
+
+def test_overwrite_replaces_only_the_publishers_files(base_run, tmp_path, capsys):
+    scene = Scene(tmp_path)
+    shutil.copytree(base_run, scene.run)
+    _foreign_out(scene)
+    (tmp_path / "out" / "replay.mp4").write_bytes(b"an old replay")
+    assert publish.main(scene.publish("--overwrite")) == 0, capsys.readouterr().err
+    out = tmp_path / "out"
+    assert (out / "notes.txt").read_text() == "mine"  # kept
+    assert (out / "README.md").read_text() != "my own card"  # replaced, as --overwrite asked
+    assert not (out / "replay.mp4").exists()  # stale: it would have been pushed with the new card
+    assert not (out / publish.MARKER).exists()  # still not the publisher's folder to replace whole
+    assert not list(tmp_path.glob(".out.*"))  # no staging folder left behind
+
+
+def test_resumed_run_at_a_new_commit_publishes(base_run, tmp_path, capsys):
+    """A run resumed at another commit records it in run.json's `resumes`: not a disagreement."""
+    scene = Scene(tmp_path)
+    shutil.copytree(base_run, scene.run)
+    scene.edit_json(scene.policy / "results.json", git_commit="1" * 40)
+    scene.edit_json(scene.run / "run.json", resumes=[{"git": {"commit": "1" * 40, "dirty": False}}])
+    assert publish.main(scene.publish()) == 0, capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- end to end, in a real process
+BLOCK_JAX2ONNX = """
+import importlib.abc
+import sys
+
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "jax2onnx":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "code", "message"),
+    [
+        ("export.onnx", ["POLICY", "--out", "x.onnx"], 1, 'needs jax2onnx: pip install -e ".[onnx]"'),
+        ("hub_cards.publish", ["nope", "--repo-id", "org/flow"], 2, "run folder not found: nope"),
+    ],
+    ids=["export.onnx without the onnx extra", "publish of a missing run folder"],
+)
+def test_process_bad_input_is_one_line(module, args, code, message, base_run, tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCK_JAX2ONNX)
+    env = {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{REPO}"}
+    args = [str(base_run / "policy") if arg == "POLICY" else arg for arg in args]
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]  # nothing written
+
+
+# -------------------------------------------------------------------------------- the runtime table
+@pytest.fixture(scope="module")
+def sde_onnx(tiny_policy, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("onnx") / "sde.onnx"
+    onnx_export.export(tiny_policy, path, "sde")
+    return path
+
+
+def _noise(value: float) -> np.ndarray:
+    noise = np.zeros((7, 2), np.float32)
+    noise[3, 1] = value
+    return noise
+
+
+RUNTIME_ROWS = [
+    ("NaN observation", lambda p: p.predict(np.array([0.0, np.nan, 0.0, 0.0])),
+     ValueError, r"observation contains NaN or inf at index \[\[1\]\]"),
+    ("inf observation in a batch", lambda p: p.predict(np.array([[0.0] * 4, [0.0, 0.0, 0.0, np.inf]])),
+     ValueError, r"observation contains NaN or inf at index \[\[1, 3\]\]"),
+    ("wrong observation shape", lambda p: p.predict(np.zeros(5, np.float32)),
+     ValueError, r"observation shape \(5,\) does not match \(4,\) or \(batch, 4\)"),
+    ("(obs, info) from env.reset()", lambda p: p.predict((np.zeros(4), {})),
+     ValueError, r"you probably passed the \(obs, info\) pair"),
+    ("NaN noise", lambda p: p.act(np.zeros(4, np.float32), _noise(np.nan)),
+     ValueError, "noise contains NaN or inf"),
+    ("inf noise", lambda p: p.act(np.zeros(4, np.float32), _noise(-np.inf)),
+     ValueError, "noise contains NaN or inf"),
+    ("wrong noise shape", lambda p: p.act(np.zeros(4, np.float32), np.zeros((6, 2), np.float32)),
+     ValueError, r"noise shape \(6, 2\) does not match \(7, 2\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"), [row[1:] for row in RUNTIME_ROWS], ids=[row[0] for row in RUNTIME_ROWS]
+)
+def test_runtime_bad_input(call, error, match, sde_onnx):
+    with pytest.raises(error, match=match) as raised:
+        call(OnnxPolicy(sde_onnx))
+    assert len(str(raised.value).splitlines()) == 1
+
+
+FILE_ROWS = [
+    ("missing ONNX file", lambda d: d / "missing.onnx", FileNotFoundError, "ONNX policy not found"),
+    ("corrupt ONNX file", lambda d: (d / "bad.onnx", (d / "bad.onnx").write_bytes(b"not onnx"))[0],
+     ValueError, "is not a loadable ONNX model"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "match"), [row[1:] for row in FILE_ROWS], ids=[row[0] for row in FILE_ROWS]
+)
+def test_runtime_bad_file(path, error, match, tmp_path):
+    with pytest.raises(error, match=match) as raised:
+        OnnxPolicy(path(tmp_path))
+    assert len(str(raised.value).splitlines()) == 1
+
+
+def test_export_refuses_non_finite_weights_and_writes_nothing(tiny_policy, tmp_path):
+    mean = tiny_policy.normalizer.mean
+    poisoned = eqx.tree_at(lambda p: p.normalizer.mean, tiny_policy, mean.at[0].set(np.inf))
+    with pytest.raises(ValueError, match="tensor 'normalizer.mean' has 1 NaN/inf") as raised:
+        onnx_export.export(poisoned, tmp_path / "p.onnx")
+    assert len(str(raised.value).splitlines()) == 1 and not list(tmp_path.iterdir())
