@@ -4,9 +4,12 @@
     python -m hub_cards.aggregate --check    # fail if any committed file differs from what the ledgers give
 
 For each suite: `<suite>.json` (per task x method: seeds, final return mean +/- population std across seeds,
-the curve at each evaluation point, budget, commits, hardware), `<suite>.md` (the table README.md includes
+interquartile mean and probability of improvement with their bootstrap intervals (`hub_cards.stats`), the
+curve at each evaluation point, budget, commits, hardware), `<suite>.md` (the tables README.md includes
 between `<!-- suite:<name>:start -->` and `<!-- suite:<name>:end -->`) and `<suite>.png` (mean +/- one std
-band per method, one panel per task, as in the paper's figures). Nothing here is typed by hand.
+band per method, one panel per task, as in the paper's figures). From every summary together: `claims.md`
+(the paper's claims against these results, `hub_cards.claims`; its table also fills the README's
+`<!-- claims:start -->` block). Nothing here is typed by hand.
 """
 
 import argparse
@@ -18,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from gsbpolicy._io import atomic_write_bytes
+from hub_cards import claims, stats
+from hub_cards.claims import PROPOSED
 
 RESULTS_DIR = Path(__file__).parent / "results"
 README = Path(__file__).parents[1] / "README.md"
@@ -28,16 +33,18 @@ def _read_ledger(path: Path) -> list[dict]:
 
 
 def _curve(records: list[dict], key: str) -> dict:
-    """Mean and population std across seeds at the evaluation points every seed has."""
+    """Mean and population std across seeds at the evaluation points every seed has, and each seed's value
+    at the last of them (`last_per_seed`: what the ODE-vs-SDE comparison pairs up)."""
     common = sorted(set.intersection(*(set(r["curve"]["env_steps"]) for r in records)))
     per_seed = []
     for r in records:
         by_step = dict(zip(r["curve"]["env_steps"], r["curve"][key], strict=True))
         per_seed.append([by_step[s] for s in common])
     if not common or any(v is None for row in per_seed for v in row):
-        return {"env_steps": [], "mean": [], "std": []}
+        return {"env_steps": [], "mean": [], "std": [], "last_per_seed": []}
     values = np.asarray(per_seed, dtype=float)
-    return {"env_steps": common, "mean": _round(values.mean(0)), "std": _round(values.std(0))}
+    return {"env_steps": common, "mean": _round(values.mean(0)), "std": _round(values.std(0)),
+            "last_per_seed": _round(values[:, -1])}  # fmt: skip
 
 
 def _round(values) -> list[float]:
@@ -55,35 +62,96 @@ def hardware_label(record: dict) -> str:
     return f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores, GPU {hw.get('gpu') or 'none'}"
 
 
-REFERENCE = "gsb_mdpo"
-"""The method whose step-clip fraction the benchmark tables report."""
-MIN_SEEDS_FOR_VERDICT = 3
+def _entry(runs: list[dict]) -> dict:
+    """One (task, variant) cell of the summary: returns, curves, cost and hardware across its seeds."""
+    finals = np.asarray([r["final"]["mean"] for r in runs], dtype=float)
+    machines = [hardware_label(r) for r in runs]
+    entry = {
+        "method": runs[0]["method"],
+        "seeds": [r["seed"] for r in runs],
+        "final_mean": round(float(finals.mean()), 3),
+        "final_std": round(float(finals.std()), 3),
+        "final_per_seed": _round(finals),
+        **stats.iqm_interval(finals),
+        "curve": _curve(runs, "deterministic"),
+        "curve_stochastic": _curve(runs, "stochastic"),
+        "env_steps": runs[0]["final"]["env_steps"],
+        "wall_s_mean": _mean(r["cost"]["wall_s"] for r in runs),
+        "wall_s_min": round(min(r["cost"]["wall_s"] for r in runs), 3),
+        "wall_s_min_by_hardware": {
+            label: round(
+                min(r["cost"]["wall_s"] for r, m in zip(runs, machines, strict=True) if m == label), 3
+            )
+            for label in sorted(set(machines))
+        },
+        "peak_rss_mib_mean": _mean(r["cost"].get("peak_rss_mib") for r in runs),
+        "mean_rss_mib_mean": _mean(r["cost"].get("mean_rss_mib") for r in runs),
+        "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
+        "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
+        "hardware": sorted(set(machines)),
+        "hardware_per_seed": machines,
+        "runs_sharing_machine": sum(r.get("concurrent_runs", 1) > 1 for r in runs),
+        "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
+    }
+    clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
+    if clips:
+        n = min(len(c["value"]) for c in clips)
+        values = np.asarray([c["value"][:n] for c in clips])
+        entry["step_clip_frac"] = {
+            "env_steps": clips[0]["env_steps"][:n],
+            "mean": _round(values.mean(0)),
+            "mean_over_training": _round(values.mean())[0],
+            "peak": _round(values.mean(0).max())[0],
+        }
+    return entry
 
 
-def verdict(reference: dict | None, other: dict) -> str | None:
-    """How the reference column (GSB-MDPO, or an ablation's control) fares against `other` on one task:
-    "win", "tie" or "loss".
-
-    A tie when the means differ by less than the larger of the two across-seed stds: with 3-5 seeds a gap
-    inside one std is not evidence. None for the reference itself, or when either has fewer than
-    `MIN_SEEDS_FOR_VERDICT` seeds.
-    """
-    if reference is None or reference is other:
+def _compare(kind: str, variant: str, control: str, entries: dict) -> dict | None:
+    """The column's probability-of-improvement verdict. Benchmarks read "GSB-MDPO against this column"
+    (P(gsb_mdpo > column)); ablations read "this variant against its control" (P(variant > control)), so
+    that "worse" says the ablated component mattered."""
+    if control == variant or control not in entries:
         return None
-    if min(len(reference["seeds"]), len(other["seeds"])) < MIN_SEEDS_FOR_VERDICT:
+    of, over = (variant, control) if kind == "ablation" else (control, variant)
+    return {
+        "of": of,
+        "over": over,
+        **stats.compare(entries[of]["final_per_seed"], entries[over]["final_per_seed"]),
+    }
+
+
+def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
+    """IQM over a suite's tasks of normalised final returns (each divided by the best column mean on its
+    task, so 1.0 is the best column there), per column, with its stratified-bootstrap interval. A column
+    enters with the seeds it has on every task (the bootstrap resamples seeds within each task) and only if
+    it ran every task; tasks whose best mean is not positive cannot be normalised this way and are left out.
+    None for single-task suites, where it would repeat the per-task IQM."""
+    best = {t: max(e["final_mean"] for e in entries.values()) for t, entries in tasks.items()}
+    usable = [t for t in tasks if best[t] > 0]
+    if len(usable) < 2:
         return None
-    gap = reference["final_mean"] - other["final_mean"]
-    if abs(gap) < max(reference["final_std"], other["final_std"]):
-        return "tie"
-    return "win" if gap > 0 else "loss"
+    per_column = {}
+    for variant in columns(tasks):
+        if any(variant not in tasks[t] for t in usable):
+            continue
+        seeds = sorted(set.intersection(*(set(tasks[t][variant]["seeds"]) for t in usable)))
+        if not seeds:
+            continue
+        matrix = [[dict(zip(tasks[t][variant]["seeds"], tasks[t][variant]["final_per_seed"], strict=True))[s]
+                   / best[t] for t in usable] for s in seeds]  # fmt: skip
+        per_column[variant] = {**stats.iqm_interval(matrix), "seeds": seeds}
+    return {"tasks": usable, "normalised_by": {t: best[t] for t in usable}, "columns": per_column}
 
 
 def summarize(suite_name: str, records: list[dict]) -> dict:
     """The `<suite>.json` summary (schema in hub_cards/results/README.md)."""
     from trainers.suites import SUITES
 
+    if suite_name not in SUITES:
+        raise ValueError(f"{suite_name}.runs.jsonl: trainers/suites.py defines no suite {suite_name!r}")
     suite = SUITES[suite_name]
     order = {name: i for i, name in enumerate(suite.variant_names)}
+    with_statistics = suite.kind != "compute"  # one seed per method: nothing to resample
     tasks: dict[str, dict] = {}
     for task in suite.tasks:
         by_variant: dict[str, list[dict]] = {}
@@ -94,50 +162,17 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
             continue
         tasks[task] = {}
         for variant in sorted(by_variant, key=lambda v: order.get(v, len(order))):
-            runs = sorted(by_variant[variant], key=lambda r: r["seed"])
-            finals = np.asarray([r["final"]["mean"] for r in runs], dtype=float)
-            machines = [hardware_label(r) for r in runs]
-            entry = {
-                "method": runs[0]["method"],
-                "seeds": [r["seed"] for r in runs],
-                "final_mean": round(float(finals.mean()), 3),
-                "final_std": round(float(finals.std()), 3),
-                "final_per_seed": _round(finals),
-                "curve": _curve(runs, "deterministic"),
-                "curve_stochastic": _curve(runs, "stochastic"),
-                "env_steps": runs[0]["final"]["env_steps"],
-                "wall_s_mean": _mean(r["cost"]["wall_s"] for r in runs),
-                "wall_s_min": round(min(r["cost"]["wall_s"] for r in runs), 3),
-                "wall_s_min_by_hardware": {
-                    label: round(
-                        min(r["cost"]["wall_s"] for r, m in zip(runs, machines, strict=True) if m == label), 3
-                    )
-                    for label in sorted(set(machines))
-                },
-                "peak_rss_mib_mean": _mean(r["cost"].get("peak_rss_mib") for r in runs),
-                "mean_rss_mib_mean": _mean(r["cost"].get("mean_rss_mib") for r in runs),
-                "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
-                "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
-                "hardware": sorted(set(machines)),
-                "hardware_per_seed": machines,
-                "runs_sharing_machine": sum(r.get("concurrent_runs", 1) > 1 for r in runs),
-                "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
-            }
-            clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
-            if clips:
-                n = min(len(c["value"]) for c in clips)
-                values = np.asarray([c["value"][:n] for c in clips])
-                entry["step_clip_frac"] = {
-                    "env_steps": clips[0]["env_steps"][:n],
-                    "mean": _round(values.mean(0)),
-                    "mean_over_training": _round(values.mean())[0],
-                    "peak": _round(values.mean(0).max())[0],
-                }
+            entry = _entry(sorted(by_variant[variant], key=lambda r: r["seed"]))
+            entry["reference"] = variant in order and suite.variant(variant).reference
+            if suite.kind == "ablation" and entry["curve_stochastic"]["last_per_seed"]:
+                entry["ode_vs_sde"] = stats.compare(
+                    entry["curve"]["last_per_seed"], entry["curve_stochastic"]["last_per_seed"]
+                )
             tasks[task][variant] = entry
         for v, e in tasks[task].items():
-            baseline = suite.variant(v).baseline if v in order else REFERENCE
-            e["compared_with"] = baseline if baseline != v else None
-            e["verdict"] = verdict(tasks[task].get(baseline), e)
+            control = suite.variant(v).baseline if v in order else PROPOSED
+            e["compared_with"] = control if control != v and control in tasks[task] else None
+            e["comparison"] = _compare(suite.kind, v, control, tasks[task]) if with_statistics else None
     first = records[0] if records else {}
     return {
         "suite": suite.name,
@@ -153,7 +188,13 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
         "packages": first.get("packages"),
         "commits": sorted({r["git"]["commit"] for r in records if r["git"].get("commit")}),
         "num_runs": len(records),
+        "statistics": {
+            "confidence": stats.CONFIDENCE,
+            "bootstrap_reps": stats.BOOTSTRAP_REPS,
+            "bootstrap_seed": stats.BOOTSTRAP_SEED,
+        },
         "tasks": tasks,
+        "aggregate_iqm": _aggregate_iqm(tasks) if with_statistics else None,
     }
 
 
@@ -162,39 +203,135 @@ def _fmt(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def columns(tasks: dict[str, dict]) -> list[str]:
+    """Every variant that ran any task, in the summary's (the suite's) order."""
+    return list({v: None for entries in tasks.values() for v in entries})
+
+
+def _header(summary: dict, variants: list[str]) -> list[str]:
+    names = [f"{v} (reference)" if any(e.get(v, {}).get("reference") for e in summary["tasks"].values())
+             else v for v in variants]  # fmt: skip
+    return ["| task | " + " | ".join(names) + " |", "|---|" + "---|" * len(variants)]
+
+
+def _rows(summary: dict, variants: list[str], cell) -> list[str]:
+    """One table row per task; `cell(entries, entry)` formats one column's entry (absent columns: "-")."""
+    return [
+        f"| {task} | "
+        + " | ".join("-" if v not in entries else cell(entries, entries[v]) for v in variants)
+        + " |"
+        for task, entries in summary["tasks"].items()
+    ]
+
+
+def _interval_text(point: float | None, ci: list[float] | None, digits: int) -> str:
+    return _fmt(point, digits) + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "")
+
+
+def _mean_std_cell(entries: dict, e: dict) -> str:
+    n = len(e["seeds"])
+    # One seed has no spread: "± 0.0" would read as a measured zero variance.
+    text = (
+        f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({n})" if n > 1 else f"{e['final_mean']:.1f} (1 seed)"
+    )
+    best = max(other["final_mean"] for other in entries.values())
+    return f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text
+
+
+def _comparison_text(c: dict) -> str:
+    if c["p_improvement"] is None:
+        return c["verdict"]
+    return f"{_interval_text(c['p_improvement'], c['ci'], 2)} {c['verdict']}"
+
+
+def _comparison_cell(entries: dict, e: dict) -> str:
+    c = e["comparison"]
+    if c is None:
+        return "-"
+    # A benchmark's comparisons all have GSB-MDPO on one side; an ablation's controls differ per column.
+    return (f"vs {c['over']}: " if c["of"] != PROPOSED else "") + _comparison_text(c)
+
+
 def markdown(summary: dict) -> str:
     if summary["kind"] == "compute":
         return _compute_table(summary)
-    variants = []
-    for entries in summary["tasks"].values():
-        variants += [v for v in entries if v not in variants]
+    variants = columns(summary["tasks"])
+    ablation = summary["kind"] == "ablation"
     lines = [
         f"**{summary['suite']}**: {summary['description']} Budget {summary['budget_env_steps']:,} env steps "
         f"({summary['budget_note']}); final deterministic return, mean ± std across seeds (seeds). "
         f"Hardware: {_hardware_text(summary)}.",
         "",
-        "| task | " + " | ".join(variants) + " |",
-        "|---|" + "---|" * len(variants),
+        *_header(summary, variants),
+        *_rows(summary, variants, _mean_std_cell),
+        "",
+        "Interquartile mean (IQM) of the final return across seeds, with its 95% stratified-bootstrap interval "
+        "(with fewer than 4 seeds the IQM is the mean; one seed has no interval):",
+        "",
+        *_header(summary, variants),
+        *_rows(summary, variants, lambda entries, e: _interval_text(e["iqm"], e["ci"], 1)),
     ]
-    for task, entries in summary["tasks"].items():
-        best = max(e["final_mean"] for e in entries.values())
-        cells = []
-        for v in variants:
-            e = entries.get(v)
-            if e is None:
-                cells.append("-")
-                continue
-            n = len(e["seeds"])
-            # One seed has no spread: "± 0.0" would read as a measured zero variance.
-            text = (
-                f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({n})"
-                if n > 1
-                else f"{e['final_mean']:.1f} (1 seed)"
-            )
-            cells.append(f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text)
-        lines.append(f"| {task} | " + " | ".join(cells) + " |")
-    # Runs may have shared the machine (with each other, or with other work), so the fastest run per method
-    # is the closest to its uncontended cost; a suite that ran on several machines gets one list per machine.
+    if any(e["comparison"] for entries in summary["tasks"].values() for e in entries.values()):
+        reading = ("P(column > its control), the ablated variant against the column it is judged against"
+                   if ablation else f"P({PROPOSED} > column), {PROPOSED} against each column")  # fmt: skip
+        lines += [
+            "",
+            f"Probability of improvement {reading}, with its 95% interval (both columns' seeds resampled "
+            f"independently) and the verdict for {'the variant' if ablation else PROPOSED}: better or worse "
+            f"only when the whole interval lies above or below 0.5, and only with >= "
+            f"{stats.MIN_SEEDS_FOR_VERDICT} seeds in both columns; otherwise inconclusive:",
+            "",
+            *_header(summary, variants),
+            *_rows(summary, variants, _comparison_cell),
+        ]
+    lines += _aggregate_lines(summary)
+    lines += _fastest_lines(summary, variants)
+    shared = [f"{v} on {task} from {', '.join(e['reused_from'])}" for task, entries in summary["tasks"].items()
+              for v, e in entries.items() if e.get("reused_from")]  # fmt: skip
+    if shared:
+        lines += [
+            "",
+            f"Runs shared with another suite (the same trainer command, trained once): {'; '.join(shared)}.",
+        ]
+    if ablation:
+        lines += ["", "| task | variant | deterministic ODE eval | stochastic SDE eval | P(ODE > SDE) | step-clip "
+                  "fraction: mean over training (peak) |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for task, entries in summary["tasks"].items():
+            for v, e in entries.items():
+                det, sto = e["curve"]["mean"], e["curve_stochastic"]["mean"]
+                ode = _comparison_text(e["ode_vs_sde"]) if "ode_vs_sde" in e else "-"
+                lines.append(f"| {task} | {v} | {_fmt(det[-1] if det else None)} | "
+                             f"{_fmt(sto[-1] if sto else None)} | {ode} | {_clip_text(e)} |")  # fmt: skip
+        lines += ["", "ODE and SDE returns are the means at the last evaluation; P(ODE > SDE) compares the "
+                  "two evaluations' per-seed returns there, by the same rule."]  # fmt: skip
+    else:
+        clips = [f"{task} {_clip_text(e)}" for task, entries in summary["tasks"].items()
+                 if (e := entries.get(PROPOSED)) and "step_clip_frac" in e]  # fmt: skip
+        if clips:
+            lines += ["", f"{PROPOSED} step-clip fraction (share of rollout samples whose step log-ratio is "
+                      f"clipped), mean over training (peak of the across-seed mean): {'; '.join(clips)}."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _aggregate_lines(summary: dict) -> list[str]:
+    agg = summary.get("aggregate_iqm")
+    if not agg or not agg["columns"]:
+        return []
+    parts = [
+        f"{v} {_interval_text(c['iqm'], c['ci'], 2)} ({stats.seeds_text(len(c['seeds']), len(c['seeds']))})"
+        for v, c in agg["columns"].items()
+    ]
+    return [
+        "",
+        f"Aggregate IQM over {', '.join(agg['tasks'])}, on normalised returns (each task's final returns "
+        f"divided by the best column mean on that task, so 1.00 is the best column there), with its 95% "
+        f"stratified-bootstrap interval; each column with the seeds it ran on every task: {'; '.join(parts)}.",
+    ]
+
+
+def _fastest_lines(summary: dict, variants: list[str]) -> list[str]:
+    """Runs may have shared the machine (with each other, or with other work), so the fastest run per method
+    is the closest to its uncontended cost; a suite that ran on several machines gets one list per machine."""
     fastest: dict[str, list[str]] = {}
     for label in sorted(
         {lb for entries in summary["tasks"].values() for e in entries.values() for lb in e["hardware"]}
@@ -207,72 +344,18 @@ def markdown(summary: dict) -> str:
             ]
             if walls:
                 fastest.setdefault(label, []).append(f"{v} {min(walls) / 60:.1f}")
+    if not fastest:
+        return []
     if len(fastest) == 1:
         text = f"(on the hardware above): {', '.join(next(iter(fastest.values())))}"
     else:
         text = "; ".join(f"on {label}: {', '.join(runs)}" for label, runs in fastest.items())
-    if fastest:
-        lines += ["", f"Fastest run per method, minutes end to end {text}."]
-    shared = [f"{v} on {task} from {', '.join(e['reused_from'])}" for task, entries in summary["tasks"].items()
-              for v, e in entries.items() if e.get("reused_from")]  # fmt: skip
-    if shared:
-        lines += [
-            "",
-            f"Runs shared with another suite (the same trainer command, trained once): {'; '.join(shared)}.",
-        ]
-    lines += _verdict_lines(summary)
-    if summary["kind"] == "ablation":
-        lines += ["", "| task | variant | deterministic ODE eval | stochastic SDE eval | step-clip fraction: "
-                  "mean over training (peak) |", "|---|---|---|---|---|"]  # fmt: skip
-        for task, entries in summary["tasks"].items():
-            for v, e in entries.items():
-                det, sto = e["curve"]["mean"], e["curve_stochastic"]["mean"]
-                lines.append(f"| {task} | {v} | {_fmt(det[-1] if det else None)} | "
-                             f"{_fmt(sto[-1] if sto else None)} | {_clip_text(e)} |")  # fmt: skip
-    else:
-        clips = [f"{task} {_clip_text(e)}" for task, entries in summary["tasks"].items()
-                 if (e := entries.get(REFERENCE)) and "step_clip_frac" in e]  # fmt: skip
-        if clips:
-            lines += ["", f"{REFERENCE} step-clip fraction (share of rollout samples whose step log-ratio is "
-                      f"clipped), mean over training (peak of the across-seed mean): {'; '.join(clips)}."]  # fmt: skip
-    return "\n".join(lines) + "\n"
+    return ["", f"Fastest run per method, minutes end to end {text}."]
 
 
 def _clip_text(entry: dict) -> str:
     clip = entry.get("step_clip_frac")
     return f"{clip['mean_over_training']:.3f} ({clip['peak']:.3f})" if clip else "-"
-
-
-def _verdict_lines(summary: dict) -> list[str]:
-    """Where the reference column wins, ties and loses, per task, by `verdict`'s rule."""
-    ablation = summary["kind"] == "ablation"
-    words = (
-        {"win": "worse than", "tie": "within noise of", "loss": "better than"}
-        if ablation
-        else {"win": "beats", "tie": "ties", "loss": "loses to"}
-    )
-    parts = []
-    for task, entries in summary["tasks"].items():
-        by_outcome: dict[str, list[str]] = {}
-        for v, e in entries.items():
-            if e.get("verdict"):
-                by_outcome.setdefault(e["verdict"], []).append(v)
-        if ablation:
-            text = "; ".join(
-                f"{v} {words[o]} {entries[v]['compared_with']}" for o, vs in by_outcome.items() for v in vs
-            )
-        else:
-            text = "; ".join(f"{words[o]} {', '.join(vs)}" for o, vs in by_outcome.items())
-        if text:
-            parts.append(f"{task}: {text}")
-    if not parts:
-        return []
-    head = "Each ablation against its control" if ablation else f"{REFERENCE} against the other methods"
-    return [
-        "",
-        f"{head} (a tie when the means differ by less than the larger across-seed std; only columns with "
-        f">= {MIN_SEEDS_FOR_VERDICT} seeds): {'. '.join(parts)}.",
-    ]
 
 
 def _hardware_text(summary: dict) -> str:
@@ -335,9 +418,7 @@ def plot(summary: dict) -> bytes | None:
     rows = -(-panels // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False, dpi=100)
     colors = plt.get_cmap("tab10")
-    variants = []
-    for entries in summary["tasks"].values():
-        variants += [v for v in entries if v not in variants]
+    variants = columns(summary["tasks"])
     for ax, task in zip(axes.flat, tasks, strict=False):
         for v, e in summary["tasks"][task].items():
             x = np.asarray(e["curve"]["env_steps"]) / 1e6
@@ -369,9 +450,19 @@ def plot(summary: dict) -> bytes | None:
 
 
 # ---------------------------------------------------------------------------------------------- files
-def generated_files(suite: str, results_dir: Path) -> dict[Path, bytes]:
-    """Every file the suite's ledger determines, with its content."""
-    summary = summarize(suite, _read_ledger(results_dir / f"{suite}.runs.jsonl"))
+def ledger_suites(results_dir: Path) -> list[str]:
+    return sorted(p.name.removesuffix(".runs.jsonl") for p in results_dir.glob("*.runs.jsonl"))
+
+
+def summaries(results_dir: Path, suites: list[str] | None = None) -> dict[str, dict]:
+    """The summaries of `suites` (default: every ledger's), by suite name."""
+    names = ledger_suites(results_dir) if suites is None else suites
+    return {s: summarize(s, _read_ledger(results_dir / f"{s}.runs.jsonl")) for s in names}
+
+
+def suite_files(summary: dict, results_dir: Path) -> dict[Path, bytes]:
+    """Every file one suite's summary determines, with its content."""
+    suite = summary["suite"]
     files = {
         results_dir / f"{suite}.json": (json.dumps(summary, indent=1) + "\n").encode(),
         results_dir / f"{suite}.md": markdown(summary).encode(),
@@ -382,38 +473,59 @@ def generated_files(suite: str, results_dir: Path) -> dict[Path, bytes]:
     return files
 
 
-def readme_with_tables(readme: str, tables: dict[str, str]) -> str:
-    """README text with each `<!-- suite:NAME:start -->...<!-- suite:NAME:end -->` block regenerated."""
-    for suite, table in tables.items():
-        start, end = f"<!-- suite:{suite}:start -->", f"<!-- suite:{suite}:end -->"
+def generated(
+    all_summaries: dict[str, dict], suites: list[str], results_dir: Path
+) -> tuple[dict[Path, bytes], dict[str, str]]:
+    """The files of `suites` and `claims.md` (which reads every summary), and the README blocks they fill:
+    `suite:NAME` for each suite's table, `claims` for the claims table."""
+    files, blocks = {}, {}
+    for suite in suites:
+        files |= suite_files(all_summaries[suite], results_dir)
+        blocks[f"suite:{suite}"] = files[results_dir / f"{suite}.md"].decode()
+    files[results_dir / "claims.md"] = claims.markdown(all_summaries).encode()
+    blocks["claims"] = claims.readme_block(all_summaries)
+    return files, blocks
+
+
+def readme_with_blocks(readme: str, blocks: dict[str, str]) -> str:
+    """README text with each `<!-- NAME:start -->...<!-- NAME:end -->` block present in it regenerated (NAME
+    is `suite:<suite>` or `claims`); blocks the README does not have are left out."""
+    for name, text in blocks.items():
+        start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
         if start in readme and end in readme:
             head, rest = readme.split(start, 1)
             _, tail = rest.split(end, 1)
-            readme = f"{head}{start}\n{table}{end}{tail}"
+            readme = f"{head}{start}\n{text}{end}{tail}"
     return readme
 
 
-def ledger_suites(results_dir: Path) -> list[str]:
-    return sorted(p.name.removesuffix(".runs.jsonl") for p in results_dir.glob("*.runs.jsonl"))
+def write_suites(
+    suites: list[str] | None = None, results_dir: Path = RESULTS_DIR, readme: Path = README
+) -> None:
+    """Regenerate `suites` (default: every ledger's) and the claims, and their README blocks when
+    `results_dir` is the committed one. The claims read every ledger of a defined suite: one left by a
+    suite since removed has no summary, and must not stop the runner's regeneration of the suite it ran."""
+    from trainers.suites import SUITES
 
-
-def write_suite(suite: str, results_dir: Path = RESULTS_DIR, readme: Path = README) -> None:
-    files = generated_files(suite, results_dir)
+    all_summaries = summaries(results_dir, [s for s in ledger_suites(results_dir) if s in SUITES])
+    files, blocks = generated(all_summaries, suites or list(all_summaries), results_dir)
     for path, content in files.items():
         atomic_write_bytes(path, content)
     if readme.exists() and results_dir.resolve() == RESULTS_DIR.resolve():
-        md = files[results_dir / f"{suite}.md"].decode()
-        atomic_write_bytes(readme, readme_with_tables(readme.read_text(), {suite: md}).encode())
+        atomic_write_bytes(readme, readme_with_blocks(readme.read_text(), blocks).encode())
+
+
+def write_suite(suite: str, results_dir: Path = RESULTS_DIR, readme: Path = README) -> None:
+    """What the benchmark runner calls after each finished run."""
+    write_suites([suite], results_dir, readme)
 
 
 def stale_files(results_dir: Path = RESULTS_DIR, readme: Path = README) -> list[str]:
     """Committed files that differ from what the ledgers generate (empty when up to date)."""
-    stale, tables = [], {}
-    for suite in ledger_suites(results_dir):
-        files = generated_files(suite, results_dir)
-        stale += [str(p) for p, content in files.items() if not p.exists() or p.read_bytes() != content]
-        tables[suite] = files[results_dir / f"{suite}.md"].decode()
-    if readme.exists() and readme.read_text() != readme_with_tables(readme.read_text(), tables):
+    all_summaries = summaries(results_dir)
+    files, blocks = generated(all_summaries, list(all_summaries), results_dir)
+    stale = [str(p) for p, content in files.items() if not p.exists() or p.read_bytes() != content]
+    if readme.exists() and readme.read_text() != readme_with_blocks(readme.read_text(), blocks):
         stale.append(str(readme))
     return stale
 
@@ -425,15 +537,26 @@ def main(argv=None) -> None:
     parser.add_argument("--suite", nargs="*", help="suites to regenerate (default: every ledger)")
     parser.add_argument("--check", action="store_true", help="only report files that are out of date")
     args = parser.parse_args(argv)
+    try:
+        _run(parser, args)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.check:
         stale = stale_files()
         if stale:
             sys.exit("out of date (run `python -m hub_cards.aggregate`): " + ", ".join(stale))
         print("benchmark summaries are up to date")
         return
-    for suite in args.suite or ledger_suites(RESULTS_DIR):
-        write_suite(suite)
-        print(f"wrote {suite}")
+    known = ledger_suites(RESULTS_DIR)
+    if unknown := [s for s in args.suite or () if s not in known]:
+        parser.error(
+            f"no ledger for {', '.join(unknown)} in {RESULTS_DIR}; suites with a ledger: {', '.join(known)}"
+        )
+    write_suites(args.suite)
+    print(f"wrote {', '.join(args.suite or known)} and claims.md")
 
 
 if __name__ == "__main__":

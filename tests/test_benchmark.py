@@ -137,7 +137,8 @@ def test_summary_arithmetic(tiny_suite):
     entry = summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]
     assert entry["final_mean"] == 15.0 and entry["final_std"] == 5.0  # population std across seeds
     # Only evaluation points every seed reached enter the curve.
-    assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.0, 1.0]}
+    assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.0, 1.0],
+                              "last_per_seed": [2.0, 4.0]}  # fmt: skip
     assert list(summary["tasks"]["InvertedPendulum-v5"]) == ["gsb_mdpo", "lambda=0"]  # suite order
     table = aggregate.markdown(summary)
     assert "**15.0 ± 5.0 (2)**" in table and "5.0 (1 seed)" in table and "± 0.0" not in table
@@ -153,25 +154,109 @@ def test_summary_arithmetic(tiny_suite):
     )
 
 
-def test_wins_ties_and_losses_need_three_seeds_and_a_gap_beyond_one_std(tiny_suite):
-    def runs(variant, finals):
-        return [_record(variant, seed, final, [final]) for seed, final in enumerate(finals)]
+def _runs(variant, finals, task="InvertedPendulum-v5"):
+    return [{**_record(variant, seed, final, [final]), "task": task} for seed, final in enumerate(finals)]
 
-    # Default 10 +/- 0.8; lambda=0 8 +/- 0.8 differs by 2 > 0.8: the default wins, so lambda=0 is worse.
+
+def test_ablation_verdicts_come_from_the_probability_of_improvement_interval(tiny_suite):
+    # lambda=0 below every default seed: P(lambda=0 > gsb_mdpo) = 0 in every resample, so "worse".
     summary = aggregate.summarize(
-        "tiny", runs("gsb_mdpo", [9.0, 10.0, 11.0]) + runs("lambda=0", [7.0, 8.0, 9.0])
+        "tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0])
     )
     entries = summary["tasks"]["InvertedPendulum-v5"]
-    assert entries["lambda=0"]["verdict"] == "win" and entries["gsb_mdpo"]["verdict"] is None
-    assert "InvertedPendulum-v5: lambda=0 worse than gsb_mdpo." in aggregate.markdown(summary)
-    # A gap inside the larger std is a tie; fewer than three seeds gives no verdict at all.
-    tie = aggregate.summarize(
-        "tiny", runs("gsb_mdpo", [9.0, 10.0, 11.0]) + runs("lambda=0", [5.0, 9.5, 14.0])
+    assert entries["gsb_mdpo"]["comparison"] is None and entries["gsb_mdpo"]["compared_with"] is None
+    assert entries["lambda=0"]["comparison"] == {"of": "lambda=0", "over": "gsb_mdpo", "p_improvement": 0.0,
+                                                 "ci": [0.0, 0.0], "verdict": "worse"}  # fmt: skip
+    assert entries["gsb_mdpo"]["iqm"] == 10.0 and entries["gsb_mdpo"]["ci"] == [9.0, 11.0]
+    table = aggregate.markdown(summary)
+    assert "| vs gsb_mdpo: 0.00 [0.00, 0.00] worse |" in table and "| 10.0 [9.0, 11.0] |" in table
+    # Overlapping seeds: the interval straddles 0.5.
+    overlap = aggregate.summarize(
+        "tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [5.0, 9.5, 14.0])
     )
-    assert tie["tasks"]["InvertedPendulum-v5"]["lambda=0"]["verdict"] == "tie"
-    few = aggregate.summarize("tiny", runs("gsb_mdpo", [9.0, 10.0]) + runs("lambda=0", [1.0, 2.0, 3.0]))
-    assert few["tasks"]["InvertedPendulum-v5"]["lambda=0"]["verdict"] is None
-    assert "worse than" not in aggregate.markdown(few)
+    assert (
+        overlap["tasks"]["InvertedPendulum-v5"]["lambda=0"]["comparison"]["verdict"]
+        == "inconclusive (3 seeds)"
+    )
+    # Two seeds that do not overlap give the interval [0, 0], but too few seeds for a verdict; one seed has
+    # no interval at all.
+    few = aggregate.summarize("tiny", _runs("gsb_mdpo", [9.0, 10.0]) + _runs("lambda=0", [1.0, 2.0, 3.0]))
+    c = few["tasks"]["InvertedPendulum-v5"]["lambda=0"]["comparison"]
+    assert c["ci"] == [0.0, 0.0] and c["verdict"] == "inconclusive (3 vs 2 seeds)"
+    one = aggregate.summarize("tiny", _runs("gsb_mdpo", [9.0]) + _runs("lambda=0", [1.0, 2.0, 3.0]))
+    entries = one["tasks"]["InvertedPendulum-v5"]
+    assert entries["lambda=0"]["comparison"]["p_improvement"] is None and entries["gsb_mdpo"]["ci"] is None
+    assert "inconclusive (3 vs 1 seeds)" in aggregate.markdown(one) and "| 9.0 |" in aggregate.markdown(one)
+    assert one["aggregate_iqm"] is None  # one task: the per-task IQM says it all
+
+
+def test_ablation_table_compares_ode_with_sde_evaluation(tiny_suite):
+    runs = _runs("gsb_mdpo", [9.0, 10.0, 11.0])
+    for r in runs:
+        r["curve"] = {**r["curve"], "stochastic": [r["final"]["mean"] - 5.0]}
+    summary = aggregate.summarize("tiny", runs)
+    assert summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]["ode_vs_sde"]["verdict"] == "better"
+    assert "| InvertedPendulum-v5 | gsb_mdpo | 10.0 | 5.0 | 1.00 [1.00, 1.00] better |" in aggregate.markdown(
+        summary
+    )
+
+
+@pytest.fixture
+def two_task_suite(monkeypatch):
+    suite = Suite(name="two", description="test suite.", tasks=("Hopper-v5", "HalfCheetah-v5"),
+                  total_steps=300, seeds=(0, 1, 2), preset="cpu", variants=_methods("dppo", "genpo", "gsb_mdpo"))  # fmt: skip
+    monkeypatch.setitem(SUITES, "two", suite)
+    return suite
+
+
+def _methods(*names):
+    return tuple(Variant(name, name) for name in names)
+
+
+def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_normalised_iqm(two_task_suite):
+    records = (_runs("gsb_mdpo", [10.0, 11.0, 12.0], "Hopper-v5") + _runs("dppo", [1.0, 2.0, 3.0], "Hopper-v5")
+               + _runs("gsb_mdpo", [100.0, 110.0, 120.0], "HalfCheetah-v5")
+               + _runs("dppo", [200.0, 220.0, 240.0], "HalfCheetah-v5")
+               + _runs("genpo", [5.0, 6.0, 7.0], "Hopper-v5"))  # fmt: skip
+    summary = aggregate.summarize("two", records)
+    hopper, cheetah = summary["tasks"]["Hopper-v5"], summary["tasks"]["HalfCheetah-v5"]
+    assert (
+        hopper["dppo"]["comparison"]["of"] == "gsb_mdpo"
+        and hopper["dppo"]["comparison"]["verdict"] == "better"
+    )
+    assert cheetah["dppo"]["comparison"]["verdict"] == "worse"
+    agg = summary["aggregate_iqm"]
+    # Each task divided by its best column mean (gsb_mdpo's 11 on Hopper, dppo's 220 on HalfCheetah).
+    assert agg["normalised_by"] == {"Hopper-v5": 11.0, "HalfCheetah-v5": 220.0}
+    assert agg["columns"]["dppo"]["iqm"] == pytest.approx(
+        np.mean([2 / 11, 3 / 11, 200 / 220, 220 / 220]), abs=1e-3
+    )
+    assert "genpo" not in agg["columns"]  # it did not run every task
+    table = aggregate.markdown(summary)
+    assert "P(gsb_mdpo > column)" in table and "| 1.00 [1.00, 1.00] better |" in table
+    assert "Aggregate IQM over Hopper-v5, HalfCheetah-v5, on normalised returns" in table
+
+
+def test_statistics_match_rliable_and_are_reproducible():
+    from rliable import metrics
+
+    from hub_cards import stats
+
+    rng = np.random.default_rng(0)
+    for n_x, n_y in ((3, 3), (5, 2), (4, 7)):
+        x, y = rng.integers(0, 4, (n_x, 3)).astype(float), rng.integers(0, 4, (n_y, 3)).astype(float)  # ties
+        assert stats.iqm(x) == pytest.approx(metrics.aggregate_iqm(x))
+        assert stats.probability_of_improvement(x, y) == pytest.approx(
+            metrics.probability_of_improvement(x, y)
+        )
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    first = stats.compare([1.0, 5.0, 3.0, 8.0], [2.0, 4.0, 2.5])
+    assert np.array_equal(np.random.get_state()[1], before)  # the caller's global generator is untouched
+    assert stats.compare([1.0, 5.0, 3.0, 8.0], [2.0, 4.0, 2.5]) == first
+    assert stats.iqm_interval([[1.0], [2.0], [3.0], [4.0]]) == stats.iqm_interval(
+        [[1.0], [2.0], [3.0], [4.0]]
+    )
 
 
 def test_mixed_hardware_is_counted_per_machine_and_named_per_seed(tiny_suite):
@@ -189,11 +274,19 @@ def test_mixed_hardware_is_counted_per_machine_and_named_per_seed(tiny_suite):
     assert entries["lambda=0"]["hardware_per_seed"] == ["y, 16 cores, GPU H200"]
 
 
-def test_readme_block_is_replaced():
-    readme = "a\n<!-- suite:x:start -->\nold\n<!-- suite:x:end -->\nb\n"
-    assert aggregate.readme_with_tables(readme, {"x": "new\n"}) == (
-        "a\n<!-- suite:x:start -->\nnew\n<!-- suite:x:end -->\nb\n"
+def test_readme_blocks_are_replaced_and_absent_ones_left_out():
+    readme = "a\n<!-- suite:x:start -->\nold\n<!-- suite:x:end -->\nb\n<!-- claims:start -->\n<!-- claims:end -->\n"
+    assert aggregate.readme_with_blocks(readme, {"suite:x": "new\n", "claims": "c\n", "suite:y": "y\n"}) == (
+        "a\n<!-- suite:x:start -->\nnew\n<!-- suite:x:end -->\nb\n<!-- claims:start -->\nc\n<!-- claims:end -->\n"
     )
+
+
+def test_unknown_suite_to_regenerate_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        aggregate.main(["--suite", "nope"])
+    assert exit_info.value.code == 2 and "no ledger for nope" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="nope.runs.jsonl: trainers/suites.py defines no suite 'nope'"):
+        aggregate.summarize("nope", [])
 
 
 def test_committed_summaries_match_committed_ledgers():
