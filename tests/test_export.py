@@ -159,6 +159,24 @@ def test_metadata_and_graph_signature(exported, tiny_spec):
         ] == [["B", 2]]
 
 
+def test_exported_actions_stay_inside_the_bounds_on_extreme_inputs(exported, tiny_policy):
+    """The graph is the policy's own `to_env`: squash, rescale and the final clip to the bounds, so
+    extreme but finite observations and noise give finite actions inside the bounds, as in JAX."""
+    spec = tiny_policy.spec
+    low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
+    obs = np.array([[1e30] * 4, [-1e30] * 4, [3e38, -3e38, 0.0, 1.0]], np.float32)
+    noise = (
+        np.full((3, spec.num_steps + 1, spec.act_dim), 1e6, np.float32) * np.array([1, -1, 1])[:, None, None]
+    )
+    reference = GSBPolicy(tiny_policy)
+    for mode in MODES:
+        runtime = OnnxPolicy(exported[mode][0])
+        step_noise = noise if mode == "sde" else None
+        actions = runtime.act(obs, step_noise)
+        assert np.isfinite(actions).all() and (actions >= low).all() and (actions <= high).all(), mode
+        np.testing.assert_allclose(actions, reference.act(obs, step_noise), rtol=0, atol=TOLERANCE)
+
+
 def test_graph_clean_ups_remove_bookkeeping(tiny_policy, exported):
     raw = onnx_export.trace(tiny_policy, simplify=False)
     clean = onnx.load(exported["ode"][0])
