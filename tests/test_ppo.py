@@ -15,7 +15,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from gsbpolicy import evaluate
 from trainers._core.envs import PlaygroundEnv
+from trainers._core.rundir import RunFolderError
 from trainers._core.sb3_vecenv import PlaygroundVecEnv
+from trainers._core.update import NonFiniteError
 from trainers.gaussian_ppo import load
 from trainers.ppo import Sb3Trainer, cpu_preset, main
 from trainers.presets import with_fields
@@ -57,7 +59,7 @@ def test_run_folder_matches_the_shared_layout(trained):
                             "seeds", "eval_seed", "env_steps", "git_commit", "git_dirty", "date"}  # fmt: skip
     assert results["algo"] == "ppo" and results["env_steps"] == 256 and results["n_episodes"] == 2
     suffixes = {p.suffix for p in run_dir.rglob("*") if p.is_file()}
-    assert suffixes <= {".json", ".jsonl", ".safetensors"}, suffixes  # no zip, no pickle
+    assert suffixes <= {".json", ".jsonl", ".safetensors", ".lock"}, suffixes  # no zip, no pickle
 
 
 def test_exported_policy_equals_sb3(trained):
@@ -97,9 +99,14 @@ def test_sb3_evaluate_policy_and_ours_agree(trained):
 def test_resume_continues_from_the_checkpoint(trained, tmp_path):
     trainer, _ = trained
     run_dir = tmp_path / "resumed"
-    shutil.copytree(trainer.run_dir, run_dir)
-    with pytest.raises(FileExistsError, match="--resume"):
+    shutil.copytree(trainer.run_dir, run_dir, ignore=shutil.ignore_patterns("policy"))
+    with pytest.raises(RunFolderError, match="interrupted run; pass --resume"):
         Sb3Trainer(tiny_args(run_dir))
+    with pytest.raises(RunFolderError, match="--total-steps 256 -> 384"):
+        Sb3Trainer(tiny_args(run_dir, total_steps=6 * 64, resume=True))
+    # The folder of a 6-iteration run killed after its iteration-4 checkpoint: run.json says 384 steps.
+    run = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**run, "args": {**run["args"], "total_steps": 6 * 64}}))
     resumed = Sb3Trainer(tiny_args(run_dir, total_steps=6 * 64, resume=True))
     resumed.restore()
     for name, value in trainer.model.policy.state_dict().items():
@@ -108,6 +115,24 @@ def test_resume_continues_from_the_checkpoint(trained, tmp_path):
     resumed.run()
     train = [r for r in records(run_dir) if r["type"] == "train"]
     assert [r["iteration"] for r in train] == [1, 2, 3, 4, 5, 6] and train[-1]["env_steps"] == 384
+
+
+def test_non_finite_update_stops_before_anything_is_saved(trained):
+    trainer, _ = trained
+    with pytest.raises(
+        NonFiniteError, match="non-finite value_loss .* in iteration 4; nothing of it was saved"
+    ):
+        trainer._check_finite({"actor_loss": 0.1, "value_loss": float("inf")})
+    param = next(trainer.model.policy.parameters())
+    saved = param.detach().clone()
+    with torch.no_grad():
+        param.view(-1)[0] = float("nan")
+    try:
+        with pytest.raises(NonFiniteError, match="non-finite parameters"):
+            trainer._check_finite({"actor_loss": 0.1})
+    finally:
+        with torch.no_grad():
+            param.copy_(saved)
 
 
 def test_cli_rejects_what_sb3_cannot_express(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from gsbpolicy import GSBPolicy
 from trainers._core.loop import Trainer
+from trainers._core.rundir import RunFolderError
 from trainers.gsb_mdpo import GsbMdpo, cpu_preset, playground_preset
 from trainers.presets import with_fields
 
@@ -94,11 +95,21 @@ def test_killed_run_resumes_exactly(tmp_path, reference_run, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         trainer.run()
     monkeypatch.setattr(Trainer, "_collect_and_update", original)
-    with pytest.raises(FileExistsError, match="--resume"):
+    with pytest.raises(RunFolderError, match="interrupted run; pass --resume"):
         Trainer(GsbMdpo(args.algo), args)
-    resumed = with_fields(args, resume=True)
+    original_run = json.loads((args.output_dir / "run.json").read_text())
+    # Checkpoint cadence and progress display cannot alter results: a resume may change them.
+    resumed = with_fields(args, resume=True, log={"checkpoint_every": 3, "progress": False})
     Trainer(GsbMdpo(resumed.algo), resumed).run()
     assert records(args.output_dir) == records(reference_run[0].output_dir)
+    run = json.loads((args.output_dir / "run.json").read_text())
+    assert run["args"] == original_run["args"] and run["started"] == original_run["started"]
+    (resume,) = run["resumes"]
+    assert resume["changed"] == {
+        "log.checkpoint_every": {"old": 2, "new": 3},
+        "resume": {"old": False, "new": True},
+    }
+    assert {"git", "packages", "device", "started"} <= set(resume)
 
 
 @pytest.mark.slow

@@ -12,26 +12,34 @@ observation statistics every step. Actor and critic learning rates are two Adam 
 """
 
 import dataclasses
+import math
 import time
 from typing import Literal
 
-import jax
-import numpy as np
-import torch
+from gsbpolicy._cli import require_extra
 
-from ._core.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from ._core.cli import parse
-from ._core.config import CriticArgs, OptimArgs, TrainArgs, output_path
-from ._core.envs import PlaygroundEnv
-from ._core.evaluation import eval_record, eval_seed, evaluate_gym, make_playground_eval, write_results
-from ._core.loop import eval_iterations
-from ._core.runlog import RunLogger, write_run_json
-from ._core.sb3_vecenv import EpisodeCollector, make_sb3_env
-from .gaussian_actor import GaussianActor, save_gaussian
-from .gaussian_ppo import GaussianPpo, GaussianPpoArgs
-from .gaussian_ppo import cpu_preset as gaussian_cpu
-from .presets import gym, playground, specialise, with_fields
-from .sb3_io import load_training_state, make_ppo, to_gaussian_actor, training_state
+# Before the imports that need the extra: `python -m trainers.ppo` without it ends with one line, no traceback.
+require_extra("sb3", ["stable_baselines3", "torch"], "trainers.ppo", exit_now=__name__ == "__main__")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from ._core.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
+from ._core.cli import train_main  # noqa: E402
+from ._core.config import CriticArgs, OptimArgs, TrainArgs, output_path  # noqa: E402
+from ._core.envs import PlaygroundEnv  # noqa: E402
+from ._core.evaluation import eval_record, eval_seed, evaluate_gym, make_playground_eval, write_results  # noqa: E402
+from ._core.loop import eval_iterations  # noqa: E402
+from ._core.rundir import open_run_folder  # noqa: E402
+from ._core.runlog import RunLogger, write_run_json  # noqa: E402
+from ._core.sb3_vecenv import EpisodeCollector, make_sb3_env  # noqa: E402
+from ._core.update import NonFiniteError  # noqa: E402
+from .gaussian_actor import GaussianActor, save_gaussian  # noqa: E402
+from .gaussian_ppo import GaussianPpo, GaussianPpoArgs  # noqa: E402
+from .gaussian_ppo import cpu_preset as gaussian_cpu  # noqa: E402
+from .presets import gym, playground, specialise, with_fields  # noqa: E402
+from .sb3_io import load_training_state, make_ppo, to_gaussian_actor, training_state  # noqa: E402
 
 EVALUATOR = GaussianPpo(GaussianPpoArgs())  # exported SB3 policies are evaluated as Gaussian PPO actors
 RENAMED = {"policy_gradient_loss": "actor_loss", "clip_fraction": "clip_frac", "std": "std_mean"}
@@ -56,6 +64,9 @@ class Sb3PpoArgs:
     """Initial state-independent log std."""
     ortho_init: bool = True
     """SB3's orthogonal initialisation; False keeps torch's default U(+-1/sqrt(fan_in)), which equals Equinox's."""
+    normalize_reward: bool = False
+    """Normalise rewards by the running std of the discounted return (VecNormalize's `norm_reward`, part of
+    rl-baselines3-zoo's `normalize: true`); the reported returns stay in the task's units."""
     torch_threads: int = 1
     """torch intra-op threads. 1 suits these small MLPs: on the shared 2-core CPU, 2 threads ran 30x slower."""
 
@@ -86,17 +97,19 @@ class Sb3Trainer:
 
     def __init__(self, args: Args):
         args.validate()
-        self.args, rollout = args, args.rollout
+        self.args = args
         self.run_dir = output_path(args.output_dir, args.env, "ppo", args.seed)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if not args.resume and (
-            (self.run_dir / "metrics.jsonl").exists() or find_checkpoint(self.run_dir / "checkpoint")
-        ):
-            raise FileExistsError(
-                f"{self.run_dir} already holds a run; pass --resume to continue it or choose another --output-dir"
-            )
+        self.lock = open_run_folder(self.run_dir, "ppo", args)
+        try:
+            self._build()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _build(self) -> None:
+        args, rollout = self.args, self.args.rollout
         torch.set_num_threads(args.algo.torch_threads)
-        env, self.normalizer = make_sb3_env(args)
+        env, self.normalizer = make_sb3_env(args, args.algo.normalize_reward)
         if "-v" not in args.env:
             make = PlaygroundEnv.make
             eval_env = make(args.env, args.eval.num_envs, rollout.episode_length, rollout.action_repeat)
@@ -105,6 +118,10 @@ class Sb3Trainer:
         self.model.after_update = self.after_update
         self.collector = EpisodeCollector()
         self.iteration, self.num_records, self.elapsed = 0, 0, 0.0
+
+    def _ret_rms(self):
+        """VecNormalize's return statistics when rewards are normalised (checkpointed with the run)."""
+        return self.normalizer.ret_rms if self.normalizer.norm_reward else None
 
     def actor(self) -> GaussianActor:
         """The current SB3 policy with its observation statistics, as the deployable `GaussianActor`."""
@@ -130,6 +147,7 @@ class Sb3Trainer:
         logged = self.model.logger.name_to_value
         metrics = {RENAMED.get(k[6:], k[6:]): float(v) for k, v in logged.items() if k.startswith("train/")}
         metrics["entropy"] = -metrics.pop("entropy_loss")
+        self._check_finite(metrics)
         record = {"type": "train", "iteration": self.iteration, "env_steps": self.model.num_timesteps,
                   "time/wall_s": self.elapsed, "time/sps": sps, **self.collector.pop(),
                   **{f"train/{k}": v for k, v in metrics.items()}}  # fmt: skip
@@ -139,10 +157,30 @@ class Sb3Trainer:
         if self.iteration % self.args.log.checkpoint_every == 0 or self.iteration == self.args.num_iterations:
             meta = {"iteration": self.iteration, "env_steps": self.model.num_timesteps,
                     "n_updates": self.model._n_updates, "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
-            trees = training_state(self.model, self.normalizer.obs_rms)
+            trees = training_state(self.model, self.normalizer.obs_rms, self._ret_rms())
             save_checkpoint(self.run_dir / "checkpoint", trees, meta)
         self.logger.progress(self.model.num_timesteps, sps)
         self._start = time.perf_counter()  # evaluation and checkpoints are not training time
+
+    def _check_finite(self, metrics: dict) -> None:
+        """Stop before anything of a non-finite update is logged or saved (the last checkpoint stays)."""
+        params = list(self.model.policy.parameters())
+        obs_rms = self.normalizer.obs_rms
+        bad = (
+            next((name for name, value in metrics.items() if not math.isfinite(value)), None)
+            or (
+                "gradient"
+                if any(p.grad is not None and not torch.isfinite(p.grad).all() for p in params)
+                else None
+            )
+            or ("parameters" if not all(torch.isfinite(p).all() for p in params) else None)
+            or ("observation statistics" if not np.isfinite([obs_rms.mean, obs_rms.var]).all() else None)
+        )
+        if bad is not None:
+            raise NonFiniteError(
+                f"training stopped: non-finite {bad} (NaN or inf) in iteration {self.iteration}; nothing of it "
+                f"was saved and the last checkpoint in {self.run_dir / 'checkpoint'} is kept"
+            )
 
     def _write(self, record: dict) -> None:
         self.logger.write(record)
@@ -153,8 +191,8 @@ class Sb3Trainer:
         if directory is None:
             return False
         obs_rms = self.normalizer.obs_rms
-        trees, meta = load_checkpoint(directory, training_state(self.model, obs_rms))
-        load_training_state(self.model, obs_rms, trees)
+        trees, meta = load_checkpoint(directory, training_state(self.model, obs_rms, self._ret_rms()))
+        load_training_state(self.model, obs_rms, trees, self._ret_rms())
         self.iteration, self.num_records, self.elapsed = (
             meta[k] for k in ("iteration", "num_records", "elapsed")
         )
@@ -162,6 +200,13 @@ class Sb3Trainer:
         return True
 
     def run(self):
+        """Train to the end and write the policy folder; the run folder's lock is released however it ends."""
+        try:
+            return self._train()
+        finally:
+            self.lock.release()
+
+    def _train(self):
         args = self.args
         resumed = args.resume and self.restore()
         write_run_json(self.run_dir, "ppo", args)
@@ -224,14 +269,52 @@ def cpu_preset(env: str | None) -> Args:
     return specialise(Args, gaussian_cpu(env), algo=Sb3PpoArgs(ortho_init=False))
 
 
-PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
+ZOO_TUNED = {
+    # task: (n_steps, batch_size, n_epochs, gamma, gae_lambda, learning_rate, ent_coef, clip_range,
+    #        max_grad_norm, vf_coef, (width, depth, activation, log_std_init, ortho_init))
+    "HalfCheetah": (512, 64, 20, 0.98, 0.92, 2.0633e-05, 0.000401762, 0.1, 0.8, 0.58096, (256, 2, "relu", -2.0, False)),
+    "Hopper": (512, 32, 5, 0.999, 0.99, 9.80828e-05, 0.00229519, 0.2, 0.7, 0.835671, (256, 2, "relu", -2.0, False)),
+    "Walker2d": (512, 32, 20, 0.99, 0.95, 5.05041e-05, 0.000585045, 0.1, 1.0, 0.871923, (64, 2, "tanh", 0.0, True)),
+    # Swimmer: the zoo's MuJoCo defaults (SB3's PPO defaults) with gamma 0.9999.
+    "Swimmer": (2048, 64, 10, 0.9999, 0.95, 3e-4, 0.0, 0.2, 0.5, 0.5, (64, 2, "tanh", 0.0, True)),
+}  # fmt: skip
+"""rl-baselines3-zoo's tuned PPO hyperparameters (`hyperparams/ppo.yml`, MuJoCo v3 entries; one env,
+`normalize: true`, 1M steps). Networks without an entry there are SB3's defaults (2x64 tanh, orthogonal
+init, log std 0)."""
+
+
+def zoo_preset(env: str | None) -> Args:
+    """What an SB3 user would run: rl-baselines3-zoo's tuned PPO for this Gymnasium MuJoCo task (`ZOO_TUNED`),
+    its geometry (one env, n_steps per rollout, minibatches of batch_size transitions), one learning rate for
+    actor and critic, observation and reward normalisation. A reference column, not one of the paper's."""
+    env = env or "HalfCheetah-v5"
+    task = env.split("-v")[0]
+    if task not in ZOO_TUNED:
+        raise ValueError(
+            f"rl-baselines3-zoo has no tuned PPO for {env}; the zoo preset covers {sorted(ZOO_TUNED)}"
+        )
+    n_steps, batch, epochs, gamma, lam, lr, ent, clip, max_norm, vf, net = ZOO_TUNED[task]
+    width, depth, activation, log_std, ortho = net
+    base = gym(env)
+    # SB3 shuffles single transitions, so in the shared geometry a "sequence" is one step: n_steps unrolls of
+    # length 1 per iteration, n_steps / batch_size minibatches (make_ppo turns these back into SB3's terms).
+    rollout = dataclasses.replace(base.rollout, num_envs=1, unroll_length=1, unrolls_per_iteration=n_steps,
+                                  num_minibatches=n_steps // batch, epochs=epochs, gamma=gamma, gae_lambda=lam)  # fmt: skip
+    return specialise(
+        Args, dataclasses.replace(base, rollout=rollout, preset="zoo"),
+        critic=CriticArgs(width=width, depth=depth, activation=activation),
+        optim=OptimArgs(actor_lr=lr, critic_lr=lr, max_grad_norm=max_norm, value_coef=vf),
+        algo=Sb3PpoArgs(clip=clip, entropy_coef=ent, width=width, depth=depth, activation=activation,
+                        init_log_std=log_std, ortho_init=ortho, normalize_reward=True),
+    )  # fmt: skip
+
+
+PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset, "zoo": zoo_preset}
 
 
 def main(argv=None) -> None:
-    args = parse(Args, PRESETS, "cpu", __doc__, argv)
-    policy_dir = Sb3Trainer(args).run()
-    print(f"\npolicy saved to {policy_dir}")
-    print(f'load it with: from trainers.gaussian_ppo import load; load("{policy_dir}").predict(obs)')
+    load_hint = 'from trainers.gaussian_ppo import load; load("{}").predict(obs)'
+    train_main(Args, PRESETS, Sb3Trainer, __doc__, argv, load_hint)
 
 
 if __name__ == "__main__":

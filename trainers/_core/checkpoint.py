@@ -21,6 +21,12 @@ import safetensors.numpy
 from .distributed import is_main_process, to_host
 
 META = "meta.json"
+META_FIELDS = ("iteration", "env_steps", "num_records", "elapsed")
+"""What every checkpoint record holds (trainers may add their own fields)."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is corrupted, truncated or was written by a different configuration."""
 
 
 def _is_key(x) -> bool:
@@ -48,7 +54,7 @@ def tensors_to_tree(tensors: dict[str, np.ndarray], like, source: str = "checkpo
     expected = dict(_leaves(like))
     missing = sorted(set(expected) - set(tensors))
     if missing:
-        raise ValueError(f"{source} lacks {missing[:5]}: it was written by a different configuration")
+        raise CheckpointError(f"{source} lacks {missing[:5]}: it was written by a different configuration")
 
     def fill(path, leaf):
         name = jax.tree_util.keystr(path)
@@ -57,7 +63,7 @@ def tensors_to_tree(tensors: dict[str, np.ndarray], like, source: str = "checkpo
         value = tensors[name]
         target = jax.random.key_data(leaf) if _is_key(leaf) else leaf
         if value.shape != target.shape or value.dtype != target.dtype:
-            raise ValueError(
+            raise CheckpointError(
                 f"{source}: {name} is {value.shape} {value.dtype}, expected {target.shape} {target.dtype}; "
                 "the checkpoint was written by a different configuration"
             )
@@ -99,15 +105,28 @@ def find_checkpoint(directory: Path) -> Path | None:
     return None
 
 
+def read_meta(directory: Path) -> dict:
+    """A checkpoint's JSON record; `CheckpointError` naming the file if it does not parse or lacks a field."""
+    path = Path(directory) / META
+    try:
+        meta = json.loads(path.read_text())
+        missing = [name for name in META_FIELDS if name not in meta]
+    except (OSError, ValueError, TypeError) as err:
+        raise CheckpointError(f"checkpoint record {path} is corrupted ({type(err).__name__}: {err})") from err
+    if missing:
+        raise CheckpointError(f"checkpoint record {path} is corrupted: it lacks {missing}")
+    return meta
+
+
 def load_checkpoint(directory: Path, likes: dict[str, Any]) -> tuple[dict[str, Any], dict]:
     """Load the trees named in `likes` (skeletons) and the JSON record from a checkpoint folder."""
-    meta = json.loads((directory / META).read_text())
+    meta = read_meta(directory)
     trees = {}
     for name, like in likes.items():
         path = directory / f"{name}.safetensors"
         try:
             tensors = safetensors.numpy.load_file(path)
         except Exception as err:
-            raise ValueError(f"checkpoint file {path} is missing or corrupted ({err})") from err
+            raise CheckpointError(f"checkpoint file {path} is missing or corrupted ({err})") from err
         trees[name] = tensors_to_tree(tensors, like, str(path))
     return trees, meta

@@ -7,10 +7,12 @@ are properties, and `validate` checks them when the CLI is parsed.
 """
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Literal
 
 from gsbpolicy import PolicySpec
+from gsbpolicy._cli import require_extra
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,19 +61,18 @@ class RolloutArgs:
         return self.sequences_per_iteration * self.unroll_length
 
     def validate(self) -> None:
+        positive = ("num_envs", "unroll_length", "unrolls_per_iteration", "num_minibatches", "epochs",
+                    "episode_length", "action_repeat")  # fmt: skip
+        for name in positive:
+            require(getattr(self, name) >= 1, f"rollout.{name}", ">= 1", getattr(self, name))
         if self.sequences_per_iteration % self.num_minibatches:
             raise ValueError(
                 f"num_envs * unrolls_per_iteration = {self.sequences_per_iteration} sequences is not "
                 f"divisible by num_minibatches = {self.num_minibatches}"
             )
-        positive = ("num_envs", "unroll_length", "unrolls_per_iteration", "num_minibatches", "epochs")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
-        if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
-            raise ValueError(
-                f"need 0 < gamma <= 1 and 0 <= gae_lambda <= 1, got {self.gamma}, {self.gae_lambda}"
-            )
+        require(0 < self.gamma <= 1, "rollout.gamma", "in (0, 1]", self.gamma)
+        require(0 <= self.gae_lambda <= 1, "rollout.gae_lambda", "in [0, 1]", self.gae_lambda)
+        require(self.reward_scaling > 0, "rollout.reward_scaling", "> 0", self.reward_scaling)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +91,13 @@ class OptimArgs:
     """Clip each network's gradient to this global norm (None: no clipping)."""
     value_coef: float = 0.5
     """Weight of the critic loss mean((V - V_target)^2)."""
+
+    def validate(self) -> None:
+        require(self.actor_lr > 0, "optim.actor_lr", "> 0", self.actor_lr)
+        require(self.critic_lr > 0, "optim.critic_lr", "> 0", self.critic_lr)
+        norm = self.max_grad_norm
+        require(norm is None or norm > 0, "optim.max_grad_norm", "> 0 (or None: no clipping)", norm)
+        require(self.value_coef >= 0, "optim.value_coef", ">= 0", self.value_coef)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +127,13 @@ class PolicyArgs:
     squash: Literal["tanh", "clip", "none"] = "tanh"
     """Map from a^(N) into the action bounds."""
 
+    def validate(self) -> None:
+        for name in ("num_steps", "width", "time_embed_dim"):
+            require(getattr(self, name) >= 1, f"policy.{name}", ">= 1", getattr(self, name))
+        require(self.depth >= 0, "policy.depth", ">= 0", self.depth)
+        for name in ("sigma_max", "sigma_min"):  # which may be 0 depends on the schedule: PolicySpec checks
+            require(getattr(self, name) >= 0, f"policy.{name}", ">= 0", getattr(self, name))
+
     def spec(self, obs_dim: int, act_dim: int, low, high, env_id: str) -> PolicySpec:
         """The `PolicySpec` for an env with these dimensions and bounds."""
         fields = dataclasses.asdict(self)
@@ -143,6 +158,10 @@ class CriticArgs:
     activation: Literal["silu", "elu", "relu", "tanh", "gelu", "mish"] = "elu"
     """Hidden activation."""
 
+    def validate(self) -> None:
+        require(self.width >= 1, "critic.width", ">= 1", self.width)
+        require(self.depth >= 0, "critic.depth", ">= 0", self.depth)
+
 
 @dataclasses.dataclass(frozen=True)
 class EvalArgs:
@@ -160,6 +179,13 @@ class EvalArgs:
     final_episodes: int = 10
     """Episodes of the final deterministic evaluation written to results.json."""
 
+    def validate(self) -> None:
+        for name in ("num_evals", "episodes", "num_envs", "final_episodes"):
+            require(getattr(self, name) >= 1, f"eval.{name}", ">= 1", getattr(self, name))
+        require(
+            self.interval_steps >= 0, "eval.interval_steps", ">= 0 (0: use num_evals)", self.interval_steps
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class LogArgs:
@@ -173,6 +199,13 @@ class LogArgs:
     """Show a console progress bar."""
     export_onnx: bool = False
     """Also write policy.onnx into the policy folder (needs the `onnx` extra)."""
+
+    def validate(self) -> None:
+        require(self.checkpoint_every >= 1, "log.checkpoint_every", ">= 1", self.checkpoint_every)
+        if self.tensorboard:
+            require_extra("train", ["tensorboard"], "--log.tensorboard")
+        if self.export_onnx:
+            require_extra("onnx", ["jax2onnx", "onnx"], "--log.export-onnx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,10 +246,49 @@ class TrainArgs:
         return -(-self.total_steps // self.rollout.steps_per_iteration)
 
     def validate(self) -> None:
-        self.rollout.validate()
+        """Raise ValueError naming the first bad field (as its CLI flag), before any work starts."""
+        check_finite(self)
+        require(0 <= self.seed < 2**32, "seed", "in [0, 2**32)", self.seed)
+        require(self.total_steps >= 1, "total_steps", ">= 1", self.total_steps)
+        for group in (self.rollout, self.optim, self.policy, self.critic, self.eval, self.log):
+            group.validate()
+        for name, value in widths(self):
+            require(value >= 1, name, ">= 1", value)
         check_env_id(self.env)
-        if self.total_steps < 1:
-            raise ValueError(f"total_steps must be >= 1, got {self.total_steps}")
+
+
+def flag(name: str) -> str:
+    """The CLI flag of a dotted field name: "optim.actor_lr" -> "--optim.actor-lr"."""
+    return "--" + name.replace("_", "-")
+
+
+def require(ok: bool, name: str, rule: str, value) -> None:
+    """Raise ValueError "--name must be RULE, got VALUE" unless `ok`."""
+    if not ok:
+        raise ValueError(f"{flag(name)} must be {rule}, got {value!r}")
+
+
+def _fields(group, prefix: str = ""):
+    """(dotted name, value) of every leaf field of a config, nested groups (the `algo` one too) included."""
+    for field in dataclasses.fields(group):
+        value, name = getattr(group, field.name), prefix + field.name
+        if dataclasses.is_dataclass(value):
+            yield from _fields(value, name + ".")
+        else:
+            yield name, value
+
+
+def check_finite(args) -> None:
+    """Every float field, in every group: NaN or inf would train, save and publish a broken policy."""
+    for name, value in _fields(args):
+        for number in value if isinstance(value, tuple) else (value,):
+            if isinstance(number, float):
+                require(math.isfinite(number), name, "finite", value)
+
+
+def widths(args):
+    """Every `width` field (the flow policy's, the critic's and any in an algorithm's own actor group)."""
+    return [(name, value) for name, value in _fields(args) if name.rpartition(".")[2] == "width"]
 
 
 def check_env_id(env: str) -> None:

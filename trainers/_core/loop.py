@@ -26,9 +26,10 @@ from .envs import GymnasiumEnv, PlaygroundEnv, make_env
 from .evaluation import eval_record, eval_seed, evaluate_gym, make_playground_eval, write_results
 from .model import ActorCritic, Optimizers, ValueMLP, trainable_mask
 from .rollout import HostCollector, collect_playground
+from .rundir import open_run_folder
 from .runlog import RunLogger, write_run_json
 from .stats import EpisodeStats
-from .update import TrainState, make_update
+from .update import NonFiniteError, TrainState, make_update, pop_finite_flags
 
 
 def eval_iterations(args: TrainArgs) -> set[int]:
@@ -60,10 +61,15 @@ class Trainer:
         self.algorithm, self.args = algorithm, args
         self.is_main = distributed.is_main_process()
         self.run_dir = output_path(args.output_dir, args.env, algorithm.name, args.seed)
-        if self.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._check_fresh_or_resume()
-        rollout = args.rollout
+        self.lock = open_run_folder(self.run_dir, algorithm.name, args, writer=self.is_main)
+        try:
+            self._build(devices)
+        except BaseException:
+            self.release()
+            raise
+
+    def _build(self, devices) -> None:
+        algorithm, args, rollout = self.algorithm, self.args, self.args.rollout
         self.mesh = None
         if "-v" in args.env:
             if jax.process_count() > 1:
@@ -110,14 +116,13 @@ class Trainer:
             self._update = eqx.filter_jit(update)
         self.elapsed = 0.0
         self.num_records = 0
+        self.checkpointed = None  # iteration of the last checkpoint written or loaded
 
     # ------------------------------------------------------------------ setup
-    def _check_fresh_or_resume(self) -> None:
-        has_run = (self.run_dir / "metrics.jsonl").exists() or find_checkpoint(self.run_dir / "checkpoint")
-        if has_run and not self.args.resume:
-            raise FileExistsError(
-                f"{self.run_dir} already holds a run; pass --resume to continue it or choose another --output-dir"
-            )
+    def release(self) -> None:
+        """Give up the run folder's lock (the end of `run` does it; so does the end of the process)."""
+        if self.lock is not None:
+            self.lock.release()
 
     def _check_mesh_sizes(self) -> None:
         """Every batch split over the mesh must give each device the same share (clear errors, not XLA's)."""
@@ -156,6 +161,7 @@ class Trainer:
                 "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
         trees = {"state": self.state, "stats": self.stats.arrays(), **self._env_trees()}
         save_checkpoint(self.run_dir / "checkpoint", trees, meta)
+        self.checkpointed = meta["iteration"]
 
     def restore(self) -> bool:
         """Load the latest checkpoint if there is one; returns whether one was loaded."""
@@ -175,6 +181,7 @@ class Trainer:
             self.obs = np.asarray(env_tree.pop("obs"))
             gym_state.set_state(self.env.vec_env, env_tree)
         self.num_records, self.elapsed = meta["num_records"], meta["elapsed"]
+        self.checkpointed = meta["iteration"]
         return True
 
     # ------------------------------------------------------------------ one iteration
@@ -195,8 +202,15 @@ class Trainer:
             )
             self.state, metrics = self._update(eqx.tree_at(lambda s: s.key, self.state, state_key), data)
             rewards, dones = data.reward, data.terminated | data.truncated
+        metrics = {k: float(v) for k, v in metrics.items()}  # one device round trip per iteration
+        try:
+            metrics = pop_finite_flags(metrics, int(self.state.iteration))
+        except NonFiniteError as err:
+            kept = (f"the last good checkpoint (iteration {self.checkpointed}) is kept in {self.run_dir / 'checkpoint'}"
+                    if self.checkpointed is not None else "no checkpoint had been written")  # fmt: skip
+            raise NonFiniteError(f"{err}; nothing of it was saved and {kept}") from None
         self.stats.update(np.asarray(rewards), np.asarray(dones), rollout.unrolls_per_iteration)
-        return {k: float(v) for k, v in metrics.items()}
+        return metrics
 
     def evaluate(self, deterministic: bool, episodes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         actor, args = self.state.model.actor, self.args
@@ -213,6 +227,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> Path:
+        """Train to the end and write the policy folder; the run folder's lock is released however it ends."""
+        try:
+            self._train()
+            return self.finish()
+        finally:
+            self.release()
+
+    def _train(self) -> None:
         args = self.args
         resumed = args.resume and self.restore()
         if self.is_main:
@@ -243,7 +265,6 @@ class Trainer:
                 logger.progress(env_steps, sps)
         finally:
             logger.close()
-        return self.finish()
 
     def finish(self) -> Path:
         """Write the policy folder: config.json, model.safetensors, results.json (and policy.onnx)."""
@@ -263,8 +284,3 @@ class Trainer:
         if isinstance(self.env, GymnasiumEnv):
             self.env.close()
         return policy_dir
-
-
-def train(algorithm: AbstractAlgorithm, args: TrainArgs) -> Path:
-    """Train `algorithm` with `args`; returns the policy folder."""
-    return Trainer(algorithm, args).run()

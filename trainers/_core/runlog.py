@@ -13,6 +13,7 @@ import jax
 
 from gsbpolicy._io import atomic_write_text  # noqa: F401  (re-exported for the trainers)
 
+RUN_JSON = "run.json"
 PACKAGES = ("gsbpolicy", "jax", "jaxlib", "equinox", "optax", "numpy", "gymnasium", "mujoco", "mujoco-mjx",
             "playground", "tyro", "stable-baselines3", "torch")  # fmt: skip
 
@@ -69,16 +70,47 @@ def jsonable(value):
     return value
 
 
+def args_record(args) -> dict:
+    """The resolved config as run.json stores it (plain JSON values)."""
+    return json.loads(json.dumps(jsonable(args)))
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    flat = {}
+    for name, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
+def config_changes(old: dict, new: dict) -> dict[str, tuple]:
+    """{dotted field: (old value, new value)} for every field that differs (None where one lacks it)."""
+    old, new = _flatten(old), _flatten(new)
+    return {name: (old.get(name), new.get(name)) for name in sorted(old.keys() | new.keys())
+            if old.get(name) != new.get(name)}  # fmt: skip
+
+
 def write_run_json(run_dir: Path, algo: str, args, mesh=None) -> dict:
-    record = {
-        "algo": algo,
-        "args": jsonable(args),
+    """Write run.json for a fresh run. A resumed run keeps the original record and appends to its
+    `resumes` list when, at which commit, with which packages and device, and which (result-neutral)
+    fields it changed, so the file always describes the experiment as it was started."""
+    path = run_dir / RUN_JSON
+    now = {
         "git": git_commit(),
         "packages": package_versions(),
         "device": device_info(mesh),
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
-    atomic_write_text(run_dir / "run.json", json.dumps(record, indent=2) + "\n")
+    if args.resume and path.is_file():
+        record = json.loads(path.read_text())
+        changed = config_changes(record["args"], args_record(args))
+        entry = {**now, "changed": {name: {"old": old, "new": new} for name, (old, new) in changed.items()}}
+        record["resumes"] = [*record.get("resumes", []), entry]
+    else:
+        record = {"algo": algo, "args": args_record(args), **now}
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     return record
 
 

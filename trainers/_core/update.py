@@ -91,10 +91,38 @@ def _loss(params, static, algorithm: AbstractAlgorithm, args: TrainArgs, batch, 
     return actor_loss + args.optim.value_coef * value_loss, metrics
 
 
+FINITE = "finite/"
+"""Prefix of the update's finiteness flags among its metrics ("finite/loss", "finite/gradient",
+"finite/parameters"): true when that quantity held no NaN or inf in any minibatch of the iteration. They
+are reduced inside the jitted update, so checking them costs no extra device round trip."""
+FINITE_QUANTITIES = ("loss", "gradient", "parameters")
+"""In the order they are computed: the first non-finite one is where the trouble started."""
+
+
+class NonFiniteError(RuntimeError):
+    """Training produced a NaN or inf; the run stops before saving anything of that iteration."""
+
+
+def pop_finite_flags(metrics: dict, iteration: int) -> dict:
+    """`metrics` without the `FINITE` flags; raises `NonFiniteError` naming the first quantity (in the
+    order they are computed: loss, gradient, parameters) that went non-finite in `iteration`."""
+    bad = [name for name in FINITE_QUANTITIES if not metrics[FINITE + name]]
+    if bad:
+        raise NonFiniteError(f"training stopped: non-finite {bad[0]} (NaN or inf) in iteration {iteration}")
+    return {k: v for k, v in metrics.items() if not k.startswith(FINITE)}
+
+
+def all_finite(tree) -> jax.Array:
+    """One boolean: every array leaf of `tree` is free of NaN and inf."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array))]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
 def make_update(
     algorithm: AbstractAlgorithm, args: TrainArgs, optimizers: Optimizers, mesh: Mesh | None = None
 ):
-    """A jittable `update(state, data) -> (state, metrics)` over one iteration's sequences.
+    """A jittable `update(state, data) -> (state, metrics)` over one iteration's sequences; `metrics` holds
+    the iteration's mean losses and diagnostics and its `FINITE` flags.
 
     With a `mesh`, every minibatch is split over its devices (parameters and optimizer state replicated):
     each device computes its share of the minibatch's loss terms, and the means over the minibatch become
@@ -116,9 +144,10 @@ def make_update(
             model = eqx.combine(arrays, static)
             params, frozen = eqx.partition(model, trainable_mask(model))
             grad_fn = jax.value_and_grad(_loss, has_aux=True)
-            (_, metrics), grads = grad_fn(params, frozen, algorithm, args, batch, loss_key)
+            (loss, metrics), grads = grad_fn(params, frozen, algorithm, args, batch, loss_key)
             params, opt_state = optimizers.update(grads, opt_state, params)
-            return (eqx.filter(eqx.combine(params, frozen), eqx.is_array), opt_state, key), metrics
+            finite = {"loss": all_finite(loss), "gradient": all_finite(grads)}
+            return (eqx.filter(eqx.combine(params, frozen), eqx.is_array), opt_state, key), (metrics, finite)
 
         def epoch(carry, _):
             arrays, opt_state, key, batch = carry
@@ -151,12 +180,14 @@ def make_update(
         (arrays, opt_state, _, _), metrics = jax.lax.scan(
             epoch, (arrays, state.opt_state, update_key, batch), None, length=rollout.epochs
         )
+        metrics, finite = metrics
         metrics = jax.tree.map(jnp.mean, metrics)
         model = eqx.combine(arrays, static)
         # Observation statistics move only after the update: the stored old log-densities and drifts
         # were computed with the rollout's normalizer, and the loss must compare against the same one.
         model = model.with_normalizer(model.normalizer.update(data.obs))
         state = TrainState(model, opt_state, key, state.iteration + 1, state.env_steps + data.reward.size)
-        return state, metrics
+        finite = {**jax.tree.map(jnp.all, finite), "parameters": all_finite(model)}
+        return state, {**metrics, **{FINITE + name: ok for name, ok in finite.items()}}
 
     return update

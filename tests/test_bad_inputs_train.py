@@ -1,0 +1,398 @@
+"""Bad input to the trainer commands, one table row each: the exit status (2 usage, 1 failure), one line on
+stderr naming the problem, no traceback, and nothing written or lost. Rows call a trainer's `main(argv)`
+in-process (all but the last rows fail before any JAX compile); two subprocess rows show the same end to
+end, and one tiny real run goes non-finite on purpose.
+
+Snapshots compare a folder's files byte for byte before and after; `run.lock` is left out of them: taking
+the lock is the first thing a trainer does, so a refused command may leave that (empty of data) file behind.
+"""
+
+import dataclasses
+import fcntl
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import safetensors.numpy
+
+import gsbpolicy._cli
+from trainers._core.cli import parse
+from trainers._core.loop import Trainer
+from trainers._core.rundir import LOCK_NAME
+from trainers._core.runlog import write_run_json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = [
+    "--total-steps", "256", "--rollout.num-envs", "4", "--rollout.unroll-length", "16",
+    "--rollout.num-minibatches", "2", "--rollout.epochs", "2", "--policy.num-steps", "4", "--policy.width", "16",
+    "--policy.depth", "1", "--critic.width", "16", "--critic.depth", "1", "--eval.num-evals", "1",
+    "--eval.episodes", "2", "--eval.final-episodes", "2", "--log.checkpoint-every", "2", "--log.no-progress",
+]  # fmt: skip
+"""Four iterations of 64 env steps on InvertedPendulum-v5, a checkpoint every two."""
+
+
+def started_run(run: Path, algo: str = "gsb_mdpo", argv=(), finished: bool = False) -> None:
+    """A run folder as the trainer leaves it (run.json for `argv`, metrics, a checkpoint record; the
+    policy folder if `finished`), written without training."""
+    module = importlib.import_module(f"trainers.{algo}")
+    args = parse(module.Args, module.PRESETS, "cpu", "", [*TINY, *argv, "--output-dir", str(run)])
+    run.mkdir(parents=True)
+    write_run_json(run, algo, args)
+    (run / "metrics.jsonl").write_text('{"type": "train", "iteration": 1, "env_steps": 64}\n')
+    (run / "checkpoint").mkdir()
+    (run / "checkpoint" / "meta.json").write_text(
+        json.dumps({"iteration": 2, "env_steps": 128, "num_records": 2, "elapsed": 1.0})
+    )
+    if finished:
+        (run / "policy").mkdir()
+        (run / "policy" / "results.json").write_text("{}")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != LOCK_NAME
+    }
+
+
+@dataclasses.dataclass
+class Row:
+    name: str
+    argv: list[str]
+    code: int
+    message: str
+    """A regular expression the one-line message must contain."""
+    trainer: str = "gsb_mdpo"
+    setup: Callable[[Path], None] | None = None
+    """Prepares the run folder `run` (given its path) before the command."""
+
+
+def corrupt(name: str, text: str):
+    def setup(run: Path) -> None:
+        started_run(run)
+        (run / name).write_text(text)
+
+    return setup
+
+
+ROWS = [
+    # Parse-time validation: every value named as its flag, before any work.
+    Row("nan learning rate", ["--optim.actor-lr", "nan"], 2, r"--optim\.actor-lr must be finite, got nan"),
+    Row("inf coefficient", ["--algo.kl-coef", "inf"], 2, r"--algo\.kl-coef must be finite, got inf"),
+    Row("negative learning rate", ["--optim.critic-lr", "-1e-3"], 2, r"--optim\.critic-lr must be > 0"),
+    Row("zero gradient clip", ["--optim.max-grad-norm", "0"], 2, r"--optim\.max-grad-norm must be > 0"),
+    Row(
+        "checkpoint every 0",
+        ["--log.checkpoint-every", "0"],
+        2,
+        r"--log\.checkpoint-every must be >= 1, got 0",
+    ),
+    Row(
+        "negative checkpoint interval", ["--log.checkpoint-every", "-5"], 2, r"--log\.checkpoint-every .* -5"
+    ),
+    Row("no final episodes", ["--eval.final-episodes", "0"], 2, r"--eval\.final-episodes must be >= 1"),
+    Row("negative seed", ["--seed", "-1"], 2, r"--seed must be in \[0, 2\*\*32\), got -1"),
+    Row("zero policy width", ["--policy.width", "0"], 2, r"--policy\.width must be >= 1, got 0"),
+    Row("zero critic width", ["--critic.width", "0"], 2, r"--critic\.width must be >= 1, got 0"),
+    Row("negative depth", ["--critic.depth", "-1"], 2, r"--critic\.depth must be >= 0"),
+    Row("zero Gaussian actor width", ["--algo.width", "0"], 2, r"--algo\.width must be >= 1", "gaussian_ppo"),
+    Row("zero envs", ["--rollout.num-envs", "0"], 2, r"--rollout\.num-envs must be >= 1, got 0"),
+    Row("zero budget", ["--total-steps", "0"], 2, r"--total-steps must be >= 1, got 0"),
+    Row("gamma above 1", ["--rollout.gamma", "1.5"], 2, r"--rollout\.gamma must be in \(0, 1\]"),
+    Row(
+        "indivisible minibatches", ["--rollout.num-minibatches", "3"], 2, r"not divisible by num_minibatches"
+    ),
+    Row("unknown Playground task", ["--env", "NoSuchTask"], 2, r"unknown env 'NoSuchTask'"),
+    Row("unknown Gymnasium id", ["--env", "NoSuch-v9"], 2, r"unknown Gymnasium env id 'NoSuch-v9'"),
+    Row("unknown preset", ["--preset", "huge"], 2, r"invalid choice: 'huge'"),
+    Row("nan in a DPPO clamp", ["--algo.log-prob-clamp", "-5", "nan"], 2, r"--algo\.log-prob-clamp", "dppo"),
+    Row("FPO with no eval episodes", ["--eval.episodes", "0"], 2, r"--eval\.episodes must be >= 1", "fpo"),
+    Row("GenPO zero eval envs", ["--eval.num-envs", "0"], 2, r"--eval\.num-envs must be >= 1", "genpo"),
+    Row("SB3 activations differ", ["--critic.activation", "elu"], 2, r"SB3 uses one activation", "ppo"),
+    Row("SB3 nan clip", ["--algo.clip", "nan"], 2, r"--algo\.clip must be finite", "ppo"),
+    # The run folder: checked before anything is written.
+    Row(
+        "output dir is a file",
+        [],
+        2,
+        r"--output-dir .*run is a file, not a folder",
+        setup=lambda run: run.write_text("not a folder"),
+    ),  # fmt: skip
+    Row(
+        "output dir inside a file",
+        ["--output-dir", "{run}/inner"],
+        2,
+        r"cannot create the run folder .*inner \(Not a directory\)",
+        setup=lambda run: run.write_text("not a folder"),
+    ),  # fmt: skip
+    Row(
+        "resume a missing folder",
+        ["--resume"],
+        2,
+        r"--resume: .*run does not exist; there is nothing to resume",
+    ),
+    Row(
+        "resume an empty folder",
+        ["--resume"],
+        2,
+        r"holds no run.json and no checkpoint; there is nothing",
+        setup=lambda run: run.mkdir(),
+    ),  # fmt: skip
+    Row(
+        "finished run without --resume",
+        [],
+        2,
+        r"already holds a finished run; choose another --output-dir",
+        setup=lambda run: started_run(run, finished=True),
+    ),  # fmt: skip
+    Row(
+        "interrupted run without --resume",
+        [],
+        2,
+        r"already holds an interrupted run; pass --resume",
+        setup=started_run,
+    ),  # fmt: skip
+    Row(
+        "resume with another seed",
+        ["--resume", "--seed", "1"],
+        2,
+        r"--resume cannot change the experiment in .*: --seed 0 -> 1; start a new run",
+        setup=started_run,
+    ),  # fmt: skip
+    Row(
+        "resume with another budget and lr",
+        ["--resume", "--total-steps", "512", "--optim.actor-lr", "1e-3"],
+        2,
+        r"--optim\.actor-lr 0\.0003 -> 0\.001, --total-steps 256 -> 512",
+        setup=started_run,
+    ),  # fmt: skip
+    Row(
+        "resume with another algorithm",
+        ["--resume"],
+        2,
+        r"--resume: .*run holds a gsb_mdpo run, not fpo; resume it with trainers\.gsb_mdpo",
+        "fpo",
+        started_run,
+    ),
+    Row(
+        "resume with another network",
+        ["--resume", "--policy.depth", "2"],
+        2,
+        r"--policy\.depth 1 -> 2",
+        setup=started_run,
+    ),  # fmt: skip
+    Row(
+        "resume with a corrupt run.json",
+        ["--resume"],
+        2,
+        r"run\.json is corrupted .*cannot resume",
+        setup=corrupt("run.json", '{"algo": "gsb_mdpo", "args": {'),
+    ),  # fmt: skip
+    Row(
+        "resume with a corrupt meta.json",
+        ["--resume"],
+        2,
+        r"checkpoint record .*checkpoint/meta\.json is corrupted .*cannot resume",
+        setup=corrupt("checkpoint/meta.json", '{"iteration": 2, '),
+    ),  # fmt: skip
+    Row(
+        "resume with a meta.json lacking fields",
+        ["--resume"],
+        2,
+        r"meta\.json is corrupted: it lacks",
+        setup=corrupt("checkpoint/meta.json", "{}"),
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_bad_input_ends_in_one_line(row: Row, tmp_path, capsys):
+    run = tmp_path / "run"
+    if row.setup is not None:
+        row.setup(run)
+    before = snapshot(tmp_path)
+    argv = [*TINY, "--output-dir", str(run), *(arg.format(run=run) for arg in row.argv)]
+    main = importlib.import_module(f"trainers.{row.trainer}").main
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == row.code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert "Traceback" not in err
+    assert_matches(row.message, err)
+    assert snapshot(tmp_path) == before  # nothing written, nothing lost
+    if row.setup is None:
+        assert not run.exists()
+
+
+def assert_matches(pattern: str, text: str) -> None:
+    assert re.search(pattern, text), f"{pattern!r} not in {text!r}"
+
+
+def test_missing_extra_names_its_install_command(tmp_path, capsys, monkeypatch):
+    real = gsbpolicy._cli._installed
+    monkeypatch.setattr(gsbpolicy._cli, "_installed", lambda module: module != "tensorboard" and real(module))
+    from trainers.gsb_mdpo import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([*TINY, "--log.tensorboard", "--output-dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err == 'error: --log.tensorboard needs tensorboard: pip install -e ".[train]"\n'
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_type_is_tyros_usage_error_without_traceback(capsys):
+    from trainers.gsb_mdpo import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--seed", "abc"])
+    assert exit_info.value.code == 2
+    out = capsys.readouterr()
+    assert "--seed" in out.err + out.out and "Traceback" not in out.err + out.out
+
+
+# ---------------------------------------------------------------------------------------- a live run's lock
+HOLD_LOCK = r"""
+import fcntl, os, sys, time
+f = open(sys.argv[1], "a+")
+fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+f.truncate(0); f.write(f"{os.getpid()}\n"); f.flush()
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def live_run(tmp_path):
+    """A run folder whose lock another process holds, as a running trainer does."""
+    run = tmp_path / "run"
+    started_run(run)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run / LOCK_NAME)], stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    assert holder.stdout.readline().strip() == "locked"
+    yield run, holder.pid
+    holder.kill()
+    holder.wait()
+
+
+@pytest.mark.parametrize("extra", [[], ["--resume"]], ids=["second trainer", "resume while live"])
+def test_a_live_run_has_one_writer(live_run, extra, capsys):
+    from trainers.gsb_mdpo import main
+
+    run, pid = live_run
+    before = snapshot(run)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*TINY, "--output-dir", str(run), *extra])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {run} is in use by another trainer (PID {pid}); wait for it to end or choose another "
+        "--output-dir\n"
+    )
+    assert snapshot(run) == before and (run / LOCK_NAME).read_text() == f"{pid}\n"
+
+
+def test_sb3_trainer_has_one_writer_too(live_run, capsys):
+    from trainers.ppo import main
+
+    run, pid = live_run
+    with pytest.raises(SystemExit) as exit_info:
+        main([*TINY[:2], "--output-dir", str(run), "--resume"])
+    assert exit_info.value.code == 2 and f"(PID {pid})" in capsys.readouterr().err
+
+
+def test_lock_is_free_once_the_holder_dies(live_run):
+    """kill -9 leaves no stale lock: the kernel drops it with the process."""
+    run, _ = live_run
+    with open(run / LOCK_NAME, "a+") as f:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.kill(int((run / LOCK_NAME).read_text()), 9)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------------------- end to end
+def run_module(module: str, args: list[str], prelude: str = "") -> subprocess.CompletedProcess:
+    """`python -m module args`, after running `prelude` first if given."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    script = f"{prelude}\nimport runpy, sys\nsys.argv[0] = {module!r}\nrunpy.run_module({module!r}, run_name='__main__')"
+    command = [sys.executable, "-c", script, *args] if prelude else [sys.executable, "-m", module, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+
+
+def test_end_to_end_nan_learning_rate_is_one_line_and_writes_nothing(tmp_path):
+    run = tmp_path / "run"
+    proc = run_module("trainers.gsb_mdpo", ["--optim.actor-lr", "nan", "--output-dir", str(run)])
+    assert proc.returncode == 2
+    assert proc.stderr == "error: invalid configuration: --optim.actor-lr must be finite, got nan\n"
+    assert not run.exists()
+
+
+def test_end_to_end_missing_sb3_names_the_extra(tmp_path):
+    block = "import sys\nsys.modules['stable_baselines3'] = None  # as if the sb3 extra were not installed"
+    proc = run_module("trainers.ppo", ["--output-dir", str(tmp_path / "run")], prelude=block)
+    assert proc.returncode == 1
+    assert proc.stderr == 'error: trainers.ppo needs stable_baselines3: pip install -e ".[sb3]"\n'
+    assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------------------- finite or stop
+def test_run_that_goes_non_finite_stops_and_keeps_the_last_good_checkpoint(tmp_path, capsys, monkeypatch):
+    """A NaN enters the parameters during iteration 3 (as a diverging update would leave them): the run
+    stops with exit 1 before logging or saving anything of it; iteration 2's checkpoint stays, no policy."""
+    from trainers.gsb_mdpo import main
+
+    original = Trainer._collect_and_update
+
+    def poison_third_iteration(self):
+        if int(self.state.iteration) == 2:
+            nan_critic = jax.tree.map(
+                lambda x: x * jnp.nan if eqx.is_inexact_array(x) else x, self.state.model.critic
+            )
+            self.state = eqx.tree_at(lambda state: state.model.critic, self.state, nan_critic)
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "_collect_and_update", poison_third_iteration)
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*TINY, "--output-dir", str(run)])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: training stopped: non-finite loss (NaN or inf) in iteration 3; nothing of it was saved and the "
+        f"last good checkpoint (iteration 2) is kept in {run / 'checkpoint'}\n"
+    )
+    assert json.loads((run / "checkpoint" / "meta.json").read_text())["iteration"] == 2
+    for path in (run / "checkpoint").glob("*.safetensors"):
+        for name, value in safetensors.numpy.load_file(path).items():
+            if np.issubdtype(value.dtype, np.floating):
+                assert np.isfinite(value).all(), (path.name, name)
+    assert not (run / "policy").exists()
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records] == [1, 2]
+    with open(run / LOCK_NAME, "a+") as f:  # the lock went with the run
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

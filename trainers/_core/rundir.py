@@ -1,0 +1,137 @@
+"""The run folder's guard: one writer at a time, a fresh run never lands on an old one, and `--resume`
+continues exactly the experiment the folder holds.
+
+The writer holds an exclusive `fcntl.flock` on `run.lock` inside the folder from before it writes anything
+until its run ends; the kernel drops the lock when the process dies, even by kill -9, so a crashed run never
+needs cleaning up. The lock file holds the writer's PID, for the message a second writer gets.
+"""
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+from .checkpoint import CheckpointError, find_checkpoint, read_meta
+from .config import flag
+from .runlog import RUN_JSON, args_record, config_changes
+
+LOCK_NAME = "run.lock"
+
+RESULT_NEUTRAL = (
+    "output_dir",
+    "resume",
+    "preset",
+    "distributed",
+    "log.",
+    "eval.num_evals",
+    "eval.interval_steps",
+)
+"""Fields (or group prefixes) a `--resume` may change: where the run lives, how it is launched, what is
+logged and when it is evaluated. None of them touches the training state, so the resumed run computes what
+the uninterrupted one would have (evaluations read the policy with their own seeds). Everything else
+(seed, env, budget, rollout geometry, optimiser, networks, algorithm coefficients, evaluation episodes,
+matmul precision) would make the result a mix of two experiments, and is refused."""
+
+
+class RunFolderError(ValueError):
+    """The run folder cannot be used as asked (busy, nothing to resume, a different experiment...)."""
+
+
+class RunLock:
+    """An exclusive lock on a run folder, held until `release` (or until the process ends)."""
+
+    def __init__(self, run_dir: Path):
+        path = run_dir / LOCK_NAME
+        try:
+            # "a+" keeps the current holder's PID readable until this process owns the lock.
+            self._file = open(path, "a+")  # noqa: SIM115 (held open for the run's life, closed by release)
+        except OSError as err:
+            raise RunFolderError(f"cannot write in the run folder {run_dir} ({err.strerror})") from err
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.seek(0)
+            holder = self._file.read().strip() or "unknown"
+            self._file.close()
+            raise RunFolderError(
+                f"{run_dir} is in use by another trainer (PID {holder}); wait for it to end or choose "
+                "another --output-dir"
+            ) from None
+        self._file.truncate(0)
+        self._file.write(f"{os.getpid()}\n")
+        self._file.flush()
+
+    def release(self) -> None:
+        if not self._file.closed:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+
+
+def _has_run(run_dir: Path) -> bool:
+    return (run_dir / RUN_JSON).is_file() or find_checkpoint(run_dir / "checkpoint") is not None
+
+
+def open_run_folder(run_dir: Path, algo: str, args, writer: bool = True) -> RunLock | None:
+    """Check that `run_dir` can take this run and, for the writer, create it and lock it.
+
+    Raises `RunFolderError` with a one-line reason, before anything is written where possible: a busy
+    folder, `--output-dir` naming a file or an unwritable place, a fresh run over an existing one, a
+    `--resume` with nothing to resume, a `--resume` that changes the experiment, or a corrupt run.json or
+    checkpoint record. Processes other than 0 of a multi-process run (`writer=False`) only check.
+    """
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"--output-dir {run_dir} is a file, not a folder")
+    if args.resume and not _has_run(run_dir):
+        what = "holds no run.json and no checkpoint" if run_dir.is_dir() else "does not exist"
+        raise RunFolderError(f"--resume: {run_dir} {what}; there is nothing to resume")
+    lock = None
+    if writer:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise RunFolderError(f"cannot create the run folder {run_dir} ({err.strerror})") from err
+        lock = RunLock(run_dir)
+    try:
+        if args.resume:
+            _check_resumable(run_dir, algo, args)
+        elif _has_run(run_dir) or (run_dir / "metrics.jsonl").exists():
+            if (run_dir / "policy").is_dir():
+                raise RunFolderError(f"{run_dir} already holds a finished run; choose another --output-dir")
+            raise RunFolderError(
+                f"{run_dir} already holds an interrupted run; pass --resume to continue it or choose "
+                "another --output-dir"
+            )
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    return lock
+
+
+def _check_resumable(run_dir: Path, algo: str, args) -> None:
+    """The folder's recorded experiment equals this one up to result-neutral fields; its records parse."""
+    path = run_dir / RUN_JSON
+    if path.is_file():
+        try:
+            run = json.loads(path.read_text())
+            recorded_algo, recorded = run["algo"], dict(run["args"])
+        except (ValueError, KeyError, TypeError) as err:
+            raise RunFolderError(f"{path} is corrupted ({type(err).__name__}: {err}); cannot resume") from err
+        if recorded_algo != algo:
+            raise RunFolderError(f"--resume: {run_dir} holds a {recorded_algo} run, not {algo}; resume it with "
+                                 f"trainers.{recorded_algo}")  # fmt: skip
+        changes = config_changes(recorded, args_record(args))
+        refused = {name: change for name, change in changes.items() if not name.startswith(RESULT_NEUTRAL)}
+        if refused:
+            listed = ", ".join(f"{flag(name)} {old!r} -> {new!r}" for name, (old, new) in refused.items())
+            raise RunFolderError(
+                f"--resume cannot change the experiment in {run_dir}: {listed}; start a new run with another "
+                "--output-dir instead"
+            )
+    directory = find_checkpoint(run_dir / "checkpoint")
+    if directory is not None:
+        try:
+            read_meta(directory)
+        except CheckpointError as err:
+            raise RunFolderError(f"{err}; cannot resume") from err
