@@ -135,7 +135,7 @@ def read_spec(config_path: str | os.PathLike) -> PolicySpec:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise PolicyFormatError(f"{config_path} is not valid JSON ({err}); the file is corrupted") from err
     if not isinstance(config, dict) or not isinstance(config.get("spec"), dict):
-        raise PolicyFormatError(f"{config_path} has no 'spec' object; it is not a gsbpolicy config")
+        raise PolicyFormatError(f"{config_path} has no 'spec' entry; it is not a gsbpolicy config")
     version = config.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise PolicyFormatError(f"{config_path}: format_version must be an int, got {version!r}")
