@@ -101,6 +101,25 @@ def test_ratio_is_one_at_the_old_parameters_and_steps_are_clipped_separately(ddp
     assert float(loss) == pytest.approx(expected, rel=1e-4)
 
 
+def test_official_order_clamps_each_dimension_before_the_average(ddpm_chain):
+    """Official DPPO clamps every action dimension's step log-density to [-5, 2], then averages: a dimension
+    far out of range stops counting on its own. The stored per-dimension terms sum to the step density."""
+    _, actor, obs, _, extras = ddpm_chain
+    official = Dppo(dataclasses.replace(GYM, log_prob_clamp_per_dim=True))
+    _, per_dim = official.act(actor, obs, jax.random.key(2))
+    assert per_dim.log_probs.shape == (*extras.log_probs.shape, actor.spec.act_dim)
+    np.testing.assert_allclose(per_dim.log_probs.sum(-1), extras.log_probs, atol=2e-4)
+    np.testing.assert_allclose(
+        official.step_log_probs(per_dim.log_probs, 2), np.clip(per_dim.log_probs, -5, 2).mean(-1), atol=1e-6
+    )
+    terms = jnp.array([[-8.0, 1.4]])  # one step, two dims: the orders disagree
+    assert float(official.step_log_probs(terms, 2)[0]) == pytest.approx((-5.0 + 1.4) / 2)
+    mean_first = Dppo(GYM)
+    assert float(mean_first.step_log_probs(terms.sum(-1), 2)[0]) == pytest.approx((-8.0 + 1.4) / 2)
+    loss, metrics = official.actor_loss(actor, obs, per_dim, jnp.array([1.0, -2.0, 0.5]), jax.random.key(0))
+    assert float(metrics["ratio_mean"]) == pytest.approx(1.0, abs=1e-6) and np.isfinite(float(loss))
+
+
 def test_ddpm_policy_exports_to_onnx(ddpm_chain, tmp_path):
     from export import onnx as onnx_export
 
@@ -165,4 +184,5 @@ def test_presets_follow_the_tables():
     assert (
         gy.algo.ddpm and gy.policy.sigma_min == 0.1 and gy.algo.clip == 0.2 and gy.optim.max_grad_norm == 1.0
     )
+    assert gy.algo.log_prob_clamp == (-5.0, 2.0) and gy.algo.log_prob_clamp_per_dim
     assert dataclasses.asdict(gy.critic) == {"width": 256, "depth": 3, "activation": "elu"}

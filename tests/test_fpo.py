@@ -153,3 +153,5 @@ def test_presets_follow_the_tables():
         1.0,
     )
     assert gy.critic.activation == "elu" and gy.algo.clip_iterates and gy.policy.squash == "clip"
+    # The FPO paper's surrogate (both advantage signs); FlowRL's positive-only form is opt-in.
+    assert not gy.algo.positive_advantages_only

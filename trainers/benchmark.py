@@ -120,9 +120,10 @@ def run_dir(args: BenchArgs, suite: Suite, task: str, variant: Variant, seed: in
 
 def command(suite: Suite, task: str, variant: Variant, seed: int, directory: Path, resume: bool) -> list[str]:
     return [
-        sys.executable, "-m", f"trainers.{variant.method}", "--preset", suite.preset, "--env", task,
-        "--seed", str(seed), "--total-steps", str(suite.total_steps), "--output-dir", str(directory),
-        *suite.args, *variant.args, *(["--resume"] if resume else []),
+        sys.executable, "-m", f"trainers.{variant.method}", "--preset", variant.preset or suite.preset,
+        "--env", task, "--seed", str(seed), "--total-steps", str(suite.total_steps), "--output-dir", str(directory),
+        *(suite.args if variant.shared_geometry else ()), *suite.eval_args, *variant.args,
+        *(["--resume"] if resume else []),
     ]  # fmt: skip
 
 

@@ -22,7 +22,10 @@ Euler-Maruyama steps (a chain N(m_n, s_n^2) has drift (m_n - a^(n)) / dt and sig
     and floors only the likelihood, so its "ratio" is not one of sampling densities and is != 1 at the
     old parameters). Log-probs are averaged over action dims and clamped to [-5, 2] (official): with std
     0.1 a summed log-density is about 1.4 per dim, so FlowRL's sum with the same [-5, 2] clamp saturates
-    (zero gradient) from 2 action dims on. gamma_denoise = 0.99 (FlowRL and DPPO's fine-tuning configs;
+    (zero gradient) from 2 action dims on. The clamp acts on each action dimension's log-density before the
+    average, as in official DPPO (`log_prob_clamp_per_dim`): a dimension far out of the old step's range
+    stops contributing gradient on its own, where a clamp of the average would cut all dimensions at once
+    or none (that form is `--algo.no-log-prob-clamp-per-dim`, the `dppo:clamp-mean` column of cpu-gym). gamma_denoise = 0.99 (FlowRL and DPPO's fine-tuning configs;
     DPPO's from-scratch configs use 1). Step noise draws clamped to +-3 (DPPO's `randn_clip_value`).
 Deviation from official DPPO (>= v0.6): minibatches are drawn over env steps with all N steps each (the
 shared core's sequences, as in FlowRL and the FPO reference), not over (env step x denoising step) pairs,
@@ -62,7 +65,9 @@ class DppoArgs:
     log_prob_reduction: Literal["sum", "mean"] = "sum"
     """How a step's log-density combines action dims: `sum` (the density) or `mean` (official DPPO)."""
     log_prob_clamp: tuple[float, float] | None = None
-    """Clamp reduced step log-probs (old and new) to [low, high] before the ratio; None: no clamp."""
+    """Clamp step log-probs (old and new) to [low, high] before the ratio; None: no clamp."""
+    log_prob_clamp_per_dim: bool = False
+    """Clamp each action dimension's step log-density, then reduce (official DPPO); else reduce, then clamp."""
     denoise_gamma: float = 1.0
     """gamma_denoise: step n's advantage is multiplied by gamma_denoise^(N-1-n)."""
     noise_clip: float | None = None
@@ -86,7 +91,17 @@ class ChainExtras(NamedTuple):
     path: jax.Array
     """The chain a^(0:N) [N+1, act_dim]."""
     log_probs: jax.Array
-    """log p(a^(n+1) | a^(n), s) [N], summed over dims, under the rollout policy."""
+    """log p(a^(n+1) | a^(n), s) under the rollout policy: [N] summed over dims, or [N, act_dim] per
+    dimension with `log_prob_clamp_per_dim`."""
+
+
+def per_dim_log_probs(actor: FlowPolicy, path, drifts):
+    """log N(a^(n+1)_i; a^(n)_i + dt f_i, sigma(t_n)^2 dt) per step n and action dimension i [N, act_dim]:
+    the terms whose sum over i is the step log-density (drifts f(a^(n), t_n) as sampled or recomputed)."""
+    dt = 1.0 / actor.spec.num_steps
+    std = (actor.sigmas() * jnp.sqrt(dt))[:, None]
+    z = (path[1:] - path[:-1] - dt * drifts) / std
+    return -0.5 * z**2 - jnp.log(std) - 0.5 * jnp.log(2 * jnp.pi)
 
 
 class Dppo(AbstractAlgorithm):
@@ -107,11 +122,19 @@ class Dppo(AbstractAlgorithm):
             c = self.args.noise_clip
             noise = noise.at[:, 1:].set(jnp.clip(noise[:, 1:], -c, c))
         sample = jax.vmap(actor.sample)(obs, noise)
-        return jax.vmap(actor.to_env)(sample.path[:, -1]), ChainExtras(sample.path, sample.log_probs)
+        log_probs = sample.log_probs
+        if self.args.log_prob_clamp_per_dim:
+            log_probs = jax.vmap(per_dim_log_probs, in_axes=(None, 0, 0))(actor, sample.path, sample.drifts)
+        return jax.vmap(actor.to_env)(sample.path[:, -1]), ChainExtras(sample.path, log_probs)
 
     def step_log_probs(self, log_probs, act_dim: int):
-        """Reduce (sum -> mean if asked) and clamp summed step log-densities [..., N]."""
+        """Step log-probs [..., N] as the ratio uses them: reduced over dims (sum, or mean if asked) and
+        clamped, the clamp per dimension before the reduction for per-dimension input [..., N, act_dim]."""
         a = self.args
+        if a.log_prob_clamp_per_dim:
+            if a.log_prob_clamp is not None:
+                log_probs = jnp.clip(log_probs, *a.log_prob_clamp)
+            return jnp.sum(log_probs, axis=-1) / (act_dim if a.log_prob_reduction == "mean" else 1)
         if a.log_prob_reduction == "mean":
             log_probs = log_probs / act_dim
         if a.log_prob_clamp is not None:
@@ -120,7 +143,9 @@ class Dppo(AbstractAlgorithm):
 
     def actor_loss(self, actor: FlowPolicy, obs, extras: ChainExtras, advantages, key):
         a, spec = self.args, actor.spec
-        new, _ = jax.vmap(actor.log_probs_and_drifts)(obs, extras.path)
+        new, drifts = jax.vmap(actor.log_probs_and_drifts)(obs, extras.path)
+        if a.log_prob_clamp_per_dim:
+            new = jax.vmap(per_dim_log_probs, in_axes=(None, 0, 0))(actor, extras.path, drifts)
         log_ratio = self.step_log_probs(new, spec.act_dim) - self.step_log_probs(
             extras.log_probs, spec.act_dim
         )
@@ -134,7 +159,7 @@ class Dppo(AbstractAlgorithm):
             "ratio_max": jnp.max(ratio),
             "clip_frac": jnp.mean(jnp.abs(ratio - 1) > a.clip),
             "approx_kl_k3": jnp.mean(jnp.expm1(log_ratio) - log_ratio),
-            "step_log_prob": jnp.mean(new),
+            "step_log_prob": jnp.mean(self.step_log_probs(new, spec.act_dim)),
             "adv_mean": jnp.mean(advantages),
         }
         return loss, metrics
@@ -155,7 +180,8 @@ def playground_preset(env: str | None) -> Args:
 
 
 def gym_preset(env: str | None) -> Args:
-    """Table 2, DPPO column: cosine DDPM, min std 0.1, time embedding 32, no output scale (eps-prediction)."""
+    """Table 2, DPPO column: cosine DDPM, min std 0.1, time embedding 32, no output scale (eps-prediction);
+    step log-densities clamped to [-5, 2] per action dimension, then averaged (official DPPO's order)."""
     return specialise(
         Args,
         gym(env or "HalfCheetah-v5"),
@@ -163,8 +189,8 @@ def gym_preset(env: str | None) -> Args:
                           time_embed_dim=32, output_scale=1.0, sigma_min=0.1, squash="clip"),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-3, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
-        algo=DppoArgs(clip=0.2, log_prob_reduction="mean", log_prob_clamp=(-5.0, 2.0), denoise_gamma=0.99,
-                      noise_clip=3.0, time_reversed=True, ddpm=True),
+        algo=DppoArgs(clip=0.2, log_prob_reduction="mean", log_prob_clamp=(-5.0, 2.0), log_prob_clamp_per_dim=True,
+                      denoise_gamma=0.99, noise_clip=3.0, time_reversed=True, ddpm=True),
     )  # fmt: skip
 
 

@@ -87,8 +87,21 @@ def _params(model: PPO) -> list[torch.nn.Parameter]:
     return [p for group in model.policy.optimizer.param_groups for p in group["params"]]
 
 
-def training_state(model: PPO, obs_rms: RunningMeanStd) -> dict:
-    """Policy weights, Adam moments and observation statistics as numpy trees (for `save_checkpoint`)."""
+def _rms_tree(rms: RunningMeanStd) -> dict:
+    return {"mean": rms.mean, "var": rms.var, "count": np.asarray(rms.count, np.float64)}
+
+
+def _load_rms(rms: RunningMeanStd, tree: dict) -> None:
+    rms.mean, rms.var, rms.count = (
+        np.asarray(tree["mean"]),
+        np.asarray(tree["var"]),
+        float(np.asarray(tree["count"])),
+    )
+
+
+def training_state(model: PPO, obs_rms: RunningMeanStd, ret_rms: RunningMeanStd | None = None) -> dict:
+    """Policy weights, Adam moments and observation statistics (and, with VecNormalize's reward
+    normalisation, its return statistics) as numpy trees (for `save_checkpoint`)."""
     optimizer = model.policy.optimizer
     adam = {}
     for i, p in enumerate(_params(model)):
@@ -97,11 +110,13 @@ def training_state(model: PPO, obs_rms: RunningMeanStd) -> dict:
         zeros["exp_avg_sq"] = zeros["exp_avg"]
         adam |= {f"{i}.{k}": state[k].numpy() if k in state else zeros[k] for k in ADAM_STATE}
     policy = {k: v.detach().numpy() for k, v in model.policy.state_dict().items()}
-    rms = {"mean": obs_rms.mean, "var": obs_rms.var, "count": np.asarray(obs_rms.count, np.float64)}
-    return {"policy": policy, "adam": adam, "obs_rms": rms}
+    trees = {"policy": policy, "adam": adam, "obs_rms": _rms_tree(obs_rms)}
+    return trees if ret_rms is None else {**trees, "ret_rms": _rms_tree(ret_rms)}
 
 
-def load_training_state(model: PPO, obs_rms: RunningMeanStd, trees: dict) -> None:
+def load_training_state(
+    model: PPO, obs_rms: RunningMeanStd, trees: dict, ret_rms: RunningMeanStd | None = None
+) -> None:
     """Inverse of `training_state`."""
     model.policy.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in trees["policy"].items()})
     optimizer = model.policy.optimizer
@@ -111,5 +126,6 @@ def load_training_state(model: PPO, obs_rms: RunningMeanStd, trees: dict) -> Non
         for i in range(len(_params(model)))
     }
     optimizer.load_state_dict({"state": state, "param_groups": optimizer.state_dict()["param_groups"]})
-    obs_rms.mean, obs_rms.var = np.asarray(trees["obs_rms"]["mean"]), np.asarray(trees["obs_rms"]["var"])
-    obs_rms.count = float(np.asarray(trees["obs_rms"]["count"]))
+    _load_rms(obs_rms, trees["obs_rms"])
+    if ret_rms is not None:
+        _load_rms(ret_rms, trees["ret_rms"])

@@ -27,7 +27,15 @@ class Variant:
     args: tuple[str, ...] = ()
     """Extra CLI arguments for this variant only."""
     baseline: str = "gsb_mdpo"
-    """The column this one is judged against in the generated win/tie/loss line (an ablation's control)."""
+    """The column this one is judged against in the generated verdicts (an ablation's control)."""
+    preset: str | None = None
+    """The preset this variant starts from instead of the suite's (a reference column's own tuned preset)."""
+    shared_geometry: bool = True
+    """Apply the suite's rollout geometry (`Suite.args`). False for a column whose preset fixes its own
+    tuned geometry; the suite's evaluation (`Suite.eval_args`) applies to every column regardless."""
+    reference: bool = False
+    """A reference column (what a practitioner would use instead), not one of the paper's methods: shown
+    for context, never part of the paper's claims."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +49,9 @@ class Suite:
     """The preset every method starts from (each method's own column of the paper's table)."""
     variants: tuple[Variant, ...]
     args: tuple[str, ...] = ()
-    """CLI overrides shared by every variant (the CPU suites' rollout geometry)."""
+    """CLI overrides of the paper columns' rollout geometry (the CPU suites' smaller batches)."""
+    eval_args: tuple[str, ...] = ()
+    """CLI overrides of the evaluation, shared by every column (so every column is scored alike)."""
     eval_protocol: str = ""
     budget_note: str = ""
     kind: str = "benchmark"
@@ -81,7 +91,8 @@ GYM_PROTOCOL = "10 episodes in a vector env, deterministic (ODE / Gaussian mean)
 # The update's cost per env step (epochs x forward/backward per sample) is the paper's; only the batch is
 # smaller, which gives more iterations per env step at this budget.
 _CPU_GYM_GEOMETRY = ("--rollout.num-envs", "32", "--rollout.unroll-length", "64", "--rollout.num-minibatches", "4",
-                     "--rollout.epochs", "4", "--eval.interval-steps", "0", "--eval.num-evals", "10")  # fmt: skip
+                     "--rollout.epochs", "4")  # fmt: skip
+_CPU_GYM_EVAL = ("--eval.interval-steps", "0", "--eval.num-evals", "10")
 # CPU geometry for Playground tasks: 256 envs x 30 steps x 4 unrolls, 8 minibatches of 128 sequences, 16 epochs.
 _CPU_PLAYGROUND_GEOMETRY = ("--rollout.num-envs", "256", "--rollout.unrolls-per-iteration", "4",
                             "--rollout.num-minibatches", "8", "--eval.num-envs", "32")  # fmt: skip
@@ -123,24 +134,36 @@ SUITES: dict[str, Suite] = {
         ),
         Suite(
             name="cpu-gym",
-            description="Two Gymnasium MuJoCo v5 tasks on a 2-core CPU; each method's Table 2 column with a "
-            "smaller rollout geometry.",
-            tasks=("Hopper-v5", "HalfCheetah-v5"),
+            description="Four Gymnasium MuJoCo v5 tasks on a 2-core CPU; each method's Table 2 column with a "
+            "smaller rollout geometry, both published forms of FPO and DPPO, and tuned SB3 PPO for reference.",
+            tasks=("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Swimmer-v5"),
             total_steps=1_000_000,
             seeds=(0, 1, 2),
             preset="gym",
-            variants=_methods(*PAPER_METHODS),
+            variants=(
+                *_methods("gaussian_ppo", "dppo"),
+                Variant("dppo:clamp-mean", "dppo", ("--algo.no-log-prob-clamp-per-dim",)),
+                Variant("fpo", "fpo"),
+                Variant("fpo:flowrl", "fpo", ("--algo.positive-advantages-only",)),
+                *_methods("genpo", "gsb_mdpo"),
+                Variant("sb3_ppo:zoo", "ppo", preset="zoo", shared_geometry=False, reference=True),
+            ),
             args=_CPU_GYM_GEOMETRY,
+            eval_args=_CPU_GYM_EVAL,
             eval_protocol="10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations",
             budget_note="1M env steps: 1/40 of the paper's budget, sized so that one run of every method but "
             "GenPO takes <= 30 min on 2 cores; GenPO's two-network coupling flow costs several times GSB-MDPO's per step "
-            "(compute-cpu), so its runs take longer",
+            "(compute-cpu), so its runs take longer. `fpo` is the FPO paper's surrogate (both advantage signs), "
+            "`fpo:flowrl` FlowRL's positive-advantages-only form; `dppo` clamps each action dimension's "
+            "log-density before averaging (official DPPO), `dppo:clamp-mean` clamps the average; `sb3_ppo:zoo` is "
+            "Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
+            "column, not a paper method)",
         ),
         Suite(
             name="cpu-playground",
-            description="Two MuJoCo Playground tasks on a 2-core CPU; each method's Table 1 column with a "
-            "smaller rollout geometry.",
-            tasks=("CartpoleSwingup", "ReacherEasy"),
+            description="Four MuJoCo Playground tasks on a 2-core CPU (two where the paper claims clear gains: "
+            "FingerSpin and BallInCup); each method's Table 1 column with a smaller rollout geometry.",
+            tasks=("CartpoleSwingup", "ReacherEasy", "FingerSpin", "BallInCup"),
             total_steps=3_000_000,
             seeds=(0, 1, 2),
             preset="playground",
@@ -177,6 +200,7 @@ SUITES: dict[str, Suite] = {
                 Variant("N=32", "gsb_mdpo", ("--policy.num-steps", "32")),
             ),  # fmt: skip
             args=_CPU_GYM_GEOMETRY,
+            eval_args=_CPU_GYM_EVAL,
             eval_protocol="10 episodes, deterministic ODE and stochastic SDE at each of 10 evaluations",
             budget_note="1M env steps, as cpu-gym (the paper: 40M steps, 2 seeds); the default variant has "
             "N=16 generation steps and is cpu-gym's GSB-MDPO run",
@@ -191,7 +215,7 @@ SUITES: dict[str, Suite] = {
             seeds=(0,),
             preset="gym",
             variants=_methods(*PAPER_METHODS),
-            args=(
+            eval_args=(
                 "--eval.interval-steps",
                 "0",
                 "--eval.num-evals",
@@ -214,7 +238,7 @@ SUITES: dict[str, Suite] = {
             seeds=(0,),
             preset="playground",
             variants=_methods(*PAPER_METHODS),
-            args=("--eval.num-evals", "1"),
+            eval_args=("--eval.num-evals", "1"),
             eval_protocol=PLAYGROUND_PROTOCOL.replace("10 evaluations", "one evaluation at the end"),
             budget_note="two iterations of the paper's geometry; wall-clock includes compilation",
             kind="compute",

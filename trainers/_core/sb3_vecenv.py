@@ -93,8 +93,10 @@ class ScaleReward(VecEnvWrapper):
         return obs, reward * np.float32(self.scale), dones, infos
 
 
-def make_sb3_env(args: TrainArgs) -> tuple[VecEnv, VecNormalize]:
-    """Monitored envs -> VecNormalize (observations only, RunningNorm's eps and clip) -> ScaleReward.
+def make_sb3_env(args: TrainArgs, normalize_reward: bool = False) -> tuple[VecEnv, VecNormalize]:
+    """Monitored envs -> VecNormalize (observations, RunningNorm's eps and clip; rewards too with
+    `normalize_reward`, by the running std of the discounted return, as rl-baselines3-zoo's
+    `normalize: true`) -> ScaleReward.
 
     Returns the env to train on and the VecNormalize layer (its `obs_rms` is part of the policy).
     Episode statistics are taken below the reward scaling, so they are in the task's own reward units.
@@ -105,7 +107,8 @@ def make_sb3_env(args: TrainArgs) -> tuple[VecEnv, VecNormalize]:
     else:
         env = PlaygroundEnv.make(args.env, rollout.num_envs, rollout.episode_length, rollout.action_repeat)
         venv = VecMonitor(PlaygroundVecEnv(env))
-    normalizer = VecNormalize(venv, norm_obs=True, norm_reward=False, clip_obs=10.0, epsilon=1e-8)
+    normalizer = VecNormalize(venv, norm_obs=True, norm_reward=normalize_reward, clip_obs=10.0, epsilon=1e-8,
+                              gamma=rollout.gamma)  # fmt: skip
     if rollout.reward_scaling == 1.0:
         return normalizer, normalizer
     return ScaleReward(normalizer, rollout.reward_scaling), normalizer

@@ -1,0 +1,86 @@
+"""The suites as data: each column's command parses to the configuration its name promises (the published
+and the FlowRL form of FPO, official DPPO's per-dimension clamp and the previous form, the zoo-tuned SB3 PPO
+reference column), and the committed ledgers' commands still parse to the configurations they ran."""
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from trainers import benchmark
+from trainers.suites import SUITES
+
+RESULTS = Path(__file__).parents[1] / "hub_cards" / "results"
+
+
+def _args(suite: str, variant: str, task: str):
+    """The resolved trainer config of one suite column, through the trainer's own CLI parser."""
+    import importlib
+
+    from trainers._core.cli import parse
+
+    s = SUITES[suite]
+    v = s.variant(variant)
+    cmd = benchmark.command(s, task, v, 0, Path("/tmp/unused"), resume=False)
+    module = importlib.import_module(cmd[2])
+    return parse(module.Args, module.PRESETS, "cpu", "", cmd[3:])
+
+
+def test_fpo_columns_are_the_published_surrogate_and_flowrl_form():
+    assert not _args("cpu-gym", "fpo", "Hopper-v5").algo.positive_advantages_only
+    assert _args("cpu-gym", "fpo:flowrl", "Hopper-v5").algo.positive_advantages_only
+
+
+def test_dppo_columns_clamp_per_dimension_or_the_mean():
+    official, previous = (
+        _args("cpu-gym", "dppo", "Swimmer-v5"),
+        _args("cpu-gym", "dppo:clamp-mean", "Swimmer-v5"),
+    )
+    assert official.algo.log_prob_clamp_per_dim and not previous.algo.log_prob_clamp_per_dim
+    assert official.algo.log_prob_clamp == previous.algo.log_prob_clamp == (-5.0, 2.0)
+
+
+def test_zoo_column_keeps_its_tuned_geometry_and_shares_the_evaluation():
+    zoo, paper = (
+        _args("cpu-gym", "sb3_ppo:zoo", "HalfCheetah-v5"),
+        _args("cpu-gym", "gsb_mdpo", "HalfCheetah-v5"),
+    )
+    assert SUITES["cpu-gym"].variant("sb3_ppo:zoo").reference
+    # rl-baselines3-zoo's HalfCheetah: one env, 512 steps, minibatches of 64, 20 epochs, lr 2.06e-5, clip 0.1.
+    assert (zoo.rollout.num_envs, zoo.rollout.steps_per_iteration, zoo.rollout.epochs) == (1, 512, 20)
+    assert zoo.rollout.steps_per_iteration // zoo.rollout.num_minibatches == 64
+    assert (zoo.optim.actor_lr, zoo.algo.clip, zoo.algo.activation, zoo.algo.init_log_std) == (
+        2.0633e-05,
+        0.1,
+        "relu",
+        -2.0,
+    )
+    assert zoo.algo.normalize_reward and zoo.preset == "zoo"
+    assert (zoo.eval, zoo.total_steps) == (paper.eval, paper.total_steps)
+    assert paper.rollout.num_envs == 32  # the paper columns keep the suite's CPU geometry
+
+
+def test_zoo_preset_refuses_an_untuned_task():
+    from trainers.ppo import zoo_preset
+
+    with pytest.raises(ValueError, match="no tuned PPO for Ant-v5"):
+        zoo_preset("Ant-v5")
+
+
+FORMS = {
+    "fpo": ("fpo:flowrl", "--algo.positive-advantages-only"),
+    "dppo": ("dppo:clamp-mean", "--algo.no-log-prob-clamp-per-dim"),
+}
+
+
+@pytest.mark.parametrize("suite", ["cpu-gym", "compute-cpu"])
+def test_committed_runs_of_the_previous_forms_carry_the_flag_that_reproduces_them(suite):
+    """Gym runs of FPO and DPPO from before the published forms became the presets' defaults."""
+    relabelled = [json.loads(line) for line in (RESULTS / f"{suite}.runs.jsonl").read_text().splitlines()]
+    relabelled = [r for r in relabelled if "relabelled" in r]
+    assert relabelled
+    for record in relabelled:
+        variant, flag = FORMS[record["method"]]
+        assert flag in shlex.split(record["command"])
+        assert record["variant"] == (variant if suite == "cpu-gym" else record["method"])
