@@ -281,6 +281,24 @@ def test_readme_blocks_are_replaced_and_absent_ones_left_out():
     )
 
 
+def test_check_flags_missing_summaries_and_a_stale_claims_block(tiny_suite, tmp_path):
+    records = _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0])
+    (tmp_path / "tiny.runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    readme = tmp_path / "README.md"
+    readme.write_text("x\n<!-- claims:start -->\nold\n<!-- claims:end -->\n")
+    stale = aggregate.stale_files(tmp_path, readme)
+    assert (
+        str(tmp_path / "claims.md") in stale and str(tmp_path / "tiny.json") in stale and str(readme) in stale
+    )
+    aggregate.write_suites(None, tmp_path, readme)
+    assert "old" in readme.read_text()  # only the committed results folder writes the real README
+    assert aggregate.stale_files(tmp_path, readme) == [str(readme)]
+    _, blocks = aggregate.generated(aggregate.summaries(tmp_path), ["tiny"], tmp_path)
+    readme.write_text(aggregate.readme_with_blocks(readme.read_text(), blocks))
+    assert aggregate.stale_files(tmp_path, readme) == []
+    assert "| claim (quoted from the paper) |" in readme.read_text()
+
+
 def test_unknown_suite_to_regenerate_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         aggregate.main(["--suite", "nope"])
