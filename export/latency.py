@@ -15,7 +15,8 @@ numbers are what one core of a robot computer would see. Rows:
   the single-thread sgemm peak.
 
 Every graph timed here is verified against JAX first. Timings on a shared machine are noisy; p99 is
-the number that matters for a control loop.
+the number that matters for a control loop. Errors are one line, as in `export.onnx` (exit 2 for bad
+input, 1 for a failure).
 """
 
 import argparse

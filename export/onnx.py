@@ -5,13 +5,16 @@
 POLICY is a policy folder or a Hub repo id. jax2onnx traces the real `FlowPolicy.act` (mode `ode`:
 input `obs` [B, obs_dim]) or `FlowPolicy.act_stochastic` (mode `sde`: inputs `obs` and standard normal
 `noise` [B, N+1, act_dim]) under `jax.vmap`, so the observation normalizer, the N-step integration, the
-squash and the rescale to the action bounds are all in the graph; the output is `action` [B, act_dim]
-and the batch dimension B is symbolic. Noise is an input because random ops in ONNX cannot be made to
-match JAX's generator.
+squash, the rescale and the final clip to the action bounds are all in the graph; the output is
+`action` [B, act_dim] and the batch dimension B is symbolic. Noise is an input because random ops in
+ONNX cannot be made to match JAX's generator.
 
-Every export is checked with `onnx.checker`, then run in onnxruntime against JAX at batch sizes 1, 7
-and 64 on random and on real observations; it is written (atomically) only if the largest absolute
-difference is at most 1e-5, otherwise the command fails with the table of differences.
+A policy with NaN or inf weights is refused. Every export is checked with `onnx.checker`, then run in
+onnxruntime against JAX at batch sizes 1, 7 and 64 on random and on real observations; it is written
+(atomically) only if the largest absolute difference is at most 1e-5, otherwise the command prints the
+table of differences and fails. Every error is one line on stderr: bad input (a missing, corrupt or
+non-finite policy, a run folder instead of its policy/, an unwritable --out) exits 2 before any work, a
+failed verification or a missing `onnx` extra exits 1.
 
 jax2onnx is imported inside the functions that need it: its first import takes seconds.
 """

@@ -23,6 +23,7 @@ from pathlib import Path
 import equinox as eqx
 import jax
 import numpy as np
+import onnx
 import pytest
 import safetensors
 import safetensors.numpy
@@ -138,6 +139,14 @@ def _edit_config_sigma(scene: Scene) -> None:
     config = json.loads(path.read_text())
     config["spec"]["sigma_max"] = 2.5
     path.write_text(json.dumps(config))
+
+
+def _offline_without_cache(scene: Scene, monkeypatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    # Outside the row's folder: the client may make its cache folders even when it finds nothing.
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(scene.root.with_name(scene.root.name + "-hf")))
 
 
 def _hide_module(monkeypatch, hidden: str) -> None:
@@ -264,6 +273,9 @@ def _export_rows() -> list[Row]:
             2, "is not a policy folder: it has no config.json"),
         Row("export: a file as POLICY", "export", export(lambda s: s.policy / "results.json"),
             2, "is a file; POLICY is a policy folder or a Hub repo id"),
+        Row("export: Hub repo not in the cache, offline", "export",
+            lambda s, mp: (_offline_without_cache(s, mp), export(lambda s: "org/never-downloaded")(s, mp))[1],
+            2, "Hub policy 'org/never-downloaded': config.json is not in the local cache and offline mode is on"),
         Row("export: truncated weights", "export",
             lambda s, mp: ((s.policy / "model.safetensors").write_bytes(b"\0" * 7),
                            export(lambda s: s.policy)(s, mp))[1],
@@ -414,8 +426,20 @@ RUNTIME_ROWS = [
      ValueError, r"observation contains NaN or inf at index \[\[1\]\]"),
     ("inf observation in a batch", lambda p: p.predict(np.array([[0.0] * 4, [0.0, 0.0, 0.0, np.inf]])),
      ValueError, r"observation contains NaN or inf at index \[\[1, 3\]\]"),
-    ("wrong observation shape", lambda p: p.predict(np.zeros(5, np.float32)),
+    ("observation one too long", lambda p: p.predict(np.zeros(5, np.float32)),
      ValueError, r"observation shape \(5,\) does not match \(4,\) or \(batch, 4\)"),
+    ("batch of the wrong width", lambda p: p.predict(np.zeros((2, 3), np.float32)),
+     ValueError, r"observation shape \(2, 3\) does not match"),
+    ("observation batch with an extra axis", lambda p: p.predict(np.zeros((2, 1, 4), np.float32)),
+     ValueError, r"observation shape \(2, 1, 4\) does not match"),
+    ("string observation", lambda p: p.predict(np.array(["a", "b", "c", "d"])),
+     ValueError, "dtype must be a real number type, got <U1"),
+    ("complex observation", lambda p: p.predict(np.zeros(4, np.complex64)),
+     ValueError, "dtype must be a real number type, got complex64"),
+    ("bool observation", lambda p: p.predict(np.zeros(4, bool)),
+     ValueError, "dtype must be a real number type, got bool"),
+    ("dict observation", lambda p: p.predict({"obs": np.zeros(4)}),
+     ValueError, "dict observations are not supported; flatten them to one array"),
     ("(obs, info) from env.reset()", lambda p: p.predict((np.zeros(4), {})),
      ValueError, r"you probably passed the \(obs, info\) pair"),
     ("NaN noise", lambda p: p.act(np.zeros(4, np.float32), _noise(np.nan)),
@@ -424,6 +448,8 @@ RUNTIME_ROWS = [
      ValueError, "noise contains NaN or inf"),
     ("wrong noise shape", lambda p: p.act(np.zeros(4, np.float32), np.zeros((6, 2), np.float32)),
      ValueError, r"noise shape \(6, 2\) does not match \(7, 2\)"),
+    ("noise for a batch of another size", lambda p: p.act(np.zeros((3, 4), np.float32), np.zeros((3, 6, 2))),
+     ValueError, r"noise shape \(3, 6, 2\) does not match \(3, 7, 2\)"),
 ]  # fmt: skip
 
 
@@ -436,19 +462,28 @@ def test_runtime_bad_input(call, error, match, sde_onnx):
     assert len(str(raised.value).splitlines()) == 1
 
 
+def _without_metadata(folder: Path, exported: Path) -> Path:
+    model = onnx.load(exported)
+    del model.metadata_props[:]
+    onnx.save(model, folder / "bare.onnx")
+    return folder / "bare.onnx"
+
+
 FILE_ROWS = [
-    ("missing ONNX file", lambda d: d / "missing.onnx", FileNotFoundError, "ONNX policy not found"),
-    ("corrupt ONNX file", lambda d: (d / "bad.onnx", (d / "bad.onnx").write_bytes(b"not onnx"))[0],
+    ("missing ONNX file", lambda d, _: d / "missing.onnx", FileNotFoundError, "ONNX policy not found"),
+    ("corrupt ONNX file", lambda d, _: (d / "bad.onnx", (d / "bad.onnx").write_bytes(b"not onnx"))[0],
      ValueError, "is not a loadable ONNX model"),
+    ("ONNX file not written by export.onnx", _without_metadata,
+     ValueError, r"lacks metadata \['mode', 'obs_dim', 'act_dim', 'num_steps'\]; export it with"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("path", "error", "match"), [row[1:] for row in FILE_ROWS], ids=[row[0] for row in FILE_ROWS]
 )
-def test_runtime_bad_file(path, error, match, tmp_path):
+def test_runtime_bad_file(path, error, match, tmp_path, sde_onnx):
     with pytest.raises(error, match=match) as raised:
-        OnnxPolicy(path(tmp_path))
+        OnnxPolicy(path(tmp_path, sde_onnx))
     assert len(str(raised.value).splitlines()) == 1
 
 
