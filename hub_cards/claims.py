@@ -57,7 +57,7 @@ def verdict_of(entries: dict, x: str, y: str) -> str:
 
 
 def _group(verdicts: dict[str, str]) -> str:
-    """ "better than a, b; inconclusive vs c (3 seeds)"."""
+    """Verdicts in words, grouped: `better than a, b; inconclusive vs c (3 seeds)`."""
     parts: dict[str, list[str]] = {}
     for column, v in verdicts.items():
         key = v if v in ("better", "worse") else "inconclusive"
