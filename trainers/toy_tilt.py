@@ -9,12 +9,18 @@ the exponential tilt p*(x) proportional to p_old(x) exp(A(x) / beta) (Propositio
    exp(A / beta) (P_K proportional to P_0 exp(sum_k A / (K beta))); each iteration samples old paths and
    takes gradient steps on the clipped path-ratio loss (eqs. 19-20) reusing them.
 
-    python -m trainers.toy_tilt [--iterations 2] [--out runs/toy_tilt.png]
+    python -m trainers.toy_tilt [--beta 0.5] [--preference 1.5 0.5 0 0.5] [--out runs/toy_tilt.png]
+    python -m trainers.toy_tilt --sweep   # beta x preferred quadrant x seed; resumable
 
-Prints the target and learned quadrant masses and their L1 error (the paper reports 0.100).
+Prints the target and learned quadrant masses and their L1 error (the paper reports 0.100). The sweep
+writes hub_cards/results/toy_tilt_sweep.{json,md} from the run log hub_cards/results/raw/toy_tilt_sweep.jsonl.
 """
 
 import dataclasses
+import functools
+import hashlib
+import json
+import time
 from pathlib import Path
 
 import equinox as eqx
@@ -24,12 +30,18 @@ import numpy as np
 import optax
 import tyro
 
-from gsbpolicy import FlowPolicy, PolicySpec, make_policy, sample_noise
+from gsbpolicy import FlowPolicy, PolicySpec, load_policy, make_policy, sample_noise, save_policy
+from gsbpolicy._cli import FAILURE, USAGE
+from gsbpolicy._io import PolicyFormatError, atomic_write_text
 
+from ._core.cli import fail
 from .gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 
 MODES = np.array([[1.5, 1.5], [-1.5, 1.5], [-1.5, -1.5], [1.5, -1.5]], np.float32)
 """Mixture means, one per quadrant I, II, III, IV."""
+QUADRANTS = ("I", "II", "III", "IV")
+PAPER_PREFERENCE = (0.0, 0.5, 1.5, 0.5)
+"""The paper's A(x) on quadrants I..IV: III preferred, its neighbours half as much, I not at all."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +50,7 @@ class Args:
 
     beta: float = 1.0
     """Temperature of the tilt exp(A / beta)."""
-    preference: tuple[float, float, float, float] = (0.0, 0.5, 1.5, 0.5)
+    preference: tuple[float, float, float, float] = PAPER_PREFERENCE
     """A(x) on quadrants I, II, III, IV (III largest, as in the paper)."""
     mode_std: float = 0.35
     """Standard deviation of each mixture component."""
@@ -76,6 +88,53 @@ class Args:
     """Random seed."""
     out: Path | None = Path("runs/toy_tilt.png")
     """Where to write the figure (None: no figure)."""
+    cache_dir: Path | None = Path("runs/toy_tilt_cache")
+    """Where pretrained old policies are kept (one per seed and pretraining setting), so that reruns and
+    the sweep pretrain each seed once (None: always pretrain)."""
+    sweep: bool = False
+    """Instead of one run, sweep sweep_betas x each quadrant preferred in turn (the preference rotated)
+    x sweep_seeds; runs already in the run log are skipped, so an interrupted sweep resumes."""
+    sweep_betas: tuple[float, ...] = (0.5, 1.0, 2.0)
+    """Temperatures of the sweep."""
+    sweep_quadrants: tuple[int, ...] = (1, 2, 3, 4)
+    """Preferred quadrants of the sweep (1..4 for I..IV)."""
+    sweep_seeds: tuple[int, ...] = (0, 1, 2)
+    """Seeds of the sweep."""
+    results_dir: Path = Path("hub_cards/results")
+    """Where the sweep writes toy_tilt_sweep.json/.md and its run log raw/toy_tilt_sweep.jsonl."""
+
+
+RUN_FIELDS = ("beta", "preference", "seed")
+"""What one sweep cell varies; every other result-affecting field is a setting."""
+OUTPUT_FIELDS = ("out", "cache_dir", "sweep", "sweep_betas", "sweep_quadrants", "sweep_seeds", "results_dir")
+PRETRAIN_FIELDS = ("mode_std", "sigma_max", "sigma_min", "num_steps", "width", "depth", "pretrain_steps")
+
+
+def settings(args: Args) -> dict:
+    """The fields that change a run's result other than its beta, preference and seed."""
+    fields = dataclasses.asdict(args)
+    return {k: v for k, v in fields.items() if k not in RUN_FIELDS + OUTPUT_FIELDS}
+
+
+def rotate_preference(preference, quadrant_number: int) -> tuple[float, ...]:
+    """`preference` rotated (I -> II -> III -> IV -> I) so that its largest entry lands on quadrant
+    `quadrant_number` (1..4)."""
+    shift = (quadrant_number - 1) - int(np.argmax(preference))
+    return tuple(float(v) for v in np.roll(np.asarray(preference, float), shift))
+
+
+def preferred_quadrant(preference) -> str:
+    return QUADRANTS[int(np.argmax(preference))]
+
+
+class Clock:
+    """Elapsed wall time for progress lines."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+
+    def __call__(self) -> str:
+        return f"[{time.perf_counter() - self.start:6.0f} s]"
 
 
 def quadrant(x: jax.Array) -> jax.Array:
@@ -88,22 +147,44 @@ def masses(x: jax.Array) -> np.ndarray:
     return np.bincount(np.asarray(quadrant(x)), minlength=4) / x.shape[0]
 
 
+@eqx.filter_jit
+def _terminal(policy: FlowPolicy, noise) -> jax.Array:
+    return jax.vmap(policy.sample_final)(jnp.zeros((noise.shape[0], 1)), noise)
+
+
 def sample_terminal(policy: FlowPolicy, key, n: int) -> jax.Array:
-    obs = jnp.zeros((n, 1))
-    return jax.vmap(policy.sample)(obs, sample_noise(key, policy.spec, (n,))).path[:, -1]
+    """n terminal actions a^(N), drawn in chunks so memory stays small."""
+    chunk = 50_000
+    keys = jax.random.split(key, -(-n // chunk))
+    return jnp.concatenate([_terminal(policy, sample_noise(k, policy.spec, (chunk,))) for k in keys])[:n]
 
 
-def pretrain_old_policy(args: Args, key) -> FlowPolicy:
+def prior_limited_masses(policy: FlowPolicy, tilt: np.ndarray, key, priors: int = 32, paths: int = 1024):
+    """Quadrant masses of the best update that keeps the distribution of a^(0) (the policy cannot change
+    its prior): for each of `priors` draws of a^(0), the old policy's quadrant masses given that draw,
+    tilted and normalised, then averaged. Equals the target when a^(N) is independent of a^(0); the
+    gap between the two is the L1 error no update can remove."""
+    noise = sample_noise(key, policy.spec, (priors, paths))
+    noise = noise.at[:, :, 0].set(jnp.broadcast_to(noise[:, :1, 0], noise[:, :, 0].shape))  # a^(0) per group
+    x = _terminal(policy, noise.reshape(priors * paths, *noise.shape[2:])).reshape(priors, paths, 2)
+    given_prior = np.stack([masses(group) for group in x]) * tilt
+    return np.mean(given_prior / given_prior.sum(-1, keepdims=True), axis=0)
+
+
+def policy_spec(args: Args) -> PolicySpec:
+    return PolicySpec(obs_dim=1, act_dim=2, num_steps=args.num_steps, width=args.width, depth=args.depth,
+                      time_embed_dim=16, output_scale=1.0, sigma_schedule="exponential",
+                      sigma_max=args.sigma_max, sigma_min=args.sigma_min, squash="none")  # fmt: skip
+
+
+def pretrain_old_policy(args: Args, key, clock: Clock | None = None) -> FlowPolicy:
     """Discrete Brownian-bridge matching: along Gaussian random walks with the sampler's own step
     variances s_n = sigma(t_n)^2 dt, from x0 ~ N(0, I) pinned at x1 ~ mixture, regress the drift on the
     bridge's mean increment s_n (x1 - a_n) / ((nu_N - nu_n) dt), nu_n = sum_{m<n} s_m. The Markov chain
     with that drift has (up to the last step's noise) the mixture as its a^(N) marginal, and the large
     early noise makes a^(N) nearly independent of a^(0), which the policy cannot reweight."""
-    spec = PolicySpec(obs_dim=1, act_dim=2, num_steps=args.num_steps, width=args.width, depth=args.depth,
-                      time_embed_dim=16, output_scale=1.0, sigma_schedule="exponential",
-                      sigma_max=args.sigma_max, sigma_min=args.sigma_min, squash="none")  # fmt: skip
     init_key, key = jax.random.split(key)
-    policy = make_policy(spec, key=init_key)
+    policy = make_policy(policy_spec(args), key=init_key)
     dt = 1.0 / args.num_steps
     step_var = policy.sigmas() ** 2 * dt
     nu = jnp.concatenate([jnp.zeros(1), jnp.cumsum(step_var)])  # nu_0..nu_N
@@ -128,59 +209,122 @@ def pretrain_old_policy(args: Args, key) -> FlowPolicy:
         # Weighted by the remaining variance so the near-deterministic last steps do not dominate.
         return jnp.mean(jnp.sum((pred - target) ** 2, -1) * remaining[:, 0])
 
-    @eqx.filter_jit
-    def step(params, opt_state, key):
+    def step(carry, key):
+        params, opt_state = carry
         grads = jax.grad(loss)(params, key)
         updates, opt_state = optimizer.update(grads, opt_state)
-        return eqx.apply_updates(params, updates), opt_state
+        return (eqx.apply_updates(params, updates), opt_state), None
 
-    for k in jax.random.split(key, args.pretrain_steps):
-        params, opt_state = step(params, opt_state, k)
+    @eqx.filter_jit
+    def steps(params, opt_state, keys):  # a chunk of steps per call: one dispatch, and a progress line
+        return jax.lax.scan(step, (params, opt_state), keys)[0]
+
+    chunk = 1000
+    keys = jax.random.split(key, args.pretrain_steps)
+    for start in range(0, args.pretrain_steps, chunk):
+        params, opt_state = steps(params, opt_state, keys[start : start + chunk])
+        if clock is not None:
+            done = min(start + chunk, args.pretrain_steps)
+            print(f"{clock()} pretraining the old policy: step {done}/{args.pretrain_steps}", flush=True)
     return eqx.combine(params, static)
 
 
-def gsb_mdpo_updates(policy: FlowPolicy, args: Args, key) -> FlowPolicy:
-    """K GSB-MDPO iterations with the advantage A(x) of the terminal action (no critic needed)."""
-    algo = GsbMdpo(GsbMdpoArgs(kl_coef=args.iterations * args.beta, ref_mix=0.0,
-                               step_clip=args.step_clip, path_clip=args.path_clip))  # fmt: skip
-    preference = jnp.asarray(args.preference)
-    optimizer = optax.adam(args.lr)
+def old_policy(args: Args, key, clock: Clock | None = None) -> tuple[FlowPolicy, bool]:
+    """The pretrained old policy for `args`' pretraining settings and seed, and whether it came from the
+    cache."""
+    if args.cache_dir is None:
+        return pretrain_old_policy(args, key, clock), False
+    setting = {k: getattr(args, k) for k in PRETRAIN_FIELDS} | {"seed": args.seed}
+    digest = hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:12]
+    directory = args.cache_dir / f"old_seed{args.seed}_{digest}"
+    if (directory / "model.safetensors").is_file():
+        if clock is not None:
+            print(f"{clock()} old policy from {directory}", flush=True)
+        return load_policy(directory), True
+    policy = pretrain_old_policy(args, key, clock)
+    save_policy(policy, directory)
+    return policy, False
+
+
+@functools.cache
+def _adam(lr: float) -> optax.GradientTransformation:
+    return optax.adam(lr)  # one object per rate, so the jitted update is compiled once per rate
+
+
+@eqx.filter_jit
+def _collect(policy: FlowPolicy, preference, key, n: int):
+    obs = jnp.zeros((n, 1))
+    sample = jax.vmap(policy.sample)(obs, sample_noise(key, policy.spec, (n,)))
+    advantages = preference[quadrant(sample.path[:, -1])]
+    return obs, PathExtras(*sample), advantages - advantages.mean()  # a baseline; no rescaling
+
+
+@eqx.filter_jit
+def _update(params, static, opt_state, data, minibatch: int, kl_coef, clips: tuple[float, float], lr: float,
+            key):  # fmt: skip
+    idx = jax.random.choice(key, data[0].shape[0], (minibatch,), replace=False)
+    batch = jax.tree.map(lambda x: x[idx], data)
+    # The algorithm is built inside the jitted function so that kl_coef (K beta) is traced: every beta
+    # of a sweep reuses one compilation.
+    algo = GsbMdpo(GsbMdpoArgs(kl_coef=kl_coef, ref_mix=0.0, step_clip=clips[0], path_clip=clips[1]))
+    (_, metrics), grads = jax.value_and_grad(
+        lambda p: algo.actor_loss(eqx.combine(p, static), *batch, key), has_aux=True
+    )(params)
+    updates, opt_state = _adam(lr).update(grads, opt_state)
+    return eqx.apply_updates(params, updates), opt_state, metrics
+
+
+def gsb_mdpo_updates(policy: FlowPolicy, args: Args, key, clock: Clock | None = None):
+    """K GSB-MDPO iterations with the advantage A(x) of the terminal action (no critic needed).
+
+    Returns the updated policy and, per iteration, the quadrant masses of its old paths, that
+    iteration's own target (those masses tilted by exp(A / lambda)) and the last update's clip fractions."""
+    preference = jnp.asarray(args.preference, jnp.float32)
+    kl_coef = jnp.float32(args.iterations * args.beta)
     params, static = eqx.partition(policy, eqx.is_inexact_array)
-    opt_state = optimizer.init(params)
-
-    @eqx.filter_jit
-    def collect(params, key):
-        policy = eqx.combine(params, static)
-        obs = jnp.zeros((args.paths_per_iteration, 1))
-        sample = jax.vmap(policy.sample)(obs, sample_noise(key, policy.spec, obs.shape[:1]))
-        advantages = preference[quadrant(sample.path[:, -1])]
-        return obs, PathExtras(*sample), advantages - advantages.mean()  # a baseline; no rescaling
-
-    @eqx.filter_jit
-    def update(params, opt_state, obs, extras, advantages, key):
-        idx = jax.random.choice(key, obs.shape[0], (args.minibatch,), replace=False)
-        batch = jax.tree.map(lambda x: x[idx], (obs, extras, advantages))
-        grads = jax.grad(lambda p: algo.actor_loss(eqx.combine(p, static), *batch, key)[0])(params)
-        updates, opt_state = optimizer.update(grads, opt_state)
-        return eqx.apply_updates(params, updates), opt_state
-
-    for iteration_key in jax.random.split(key, args.iterations):
+    opt_state = _adam(args.lr).init(params)
+    history = []
+    for iteration, iteration_key in enumerate(jax.random.split(key, args.iterations)):
         collect_key, update_key = jax.random.split(iteration_key)
-        obs, extras, advantages = collect(params, collect_key)
+        data = _collect(eqx.combine(params, static), preference, collect_key, args.paths_per_iteration)
+        old = masses(data[1].path[:, -1])
+        tilt = old * np.exp(np.asarray(args.preference) / (args.iterations * args.beta))
         for k in jax.random.split(update_key, args.updates_per_iteration):
-            params, opt_state = update(params, opt_state, obs, extras, advantages, k)
-    return eqx.combine(params, static)
+            params, opt_state, metrics = _update(params, static, opt_state, data, args.minibatch, kl_coef,
+                                                 (args.step_clip, args.path_clip), args.lr, k)  # fmt: skip
+        record = {
+            "old": old.tolist(),
+            "target": (tilt / tilt.sum()).tolist(),
+            "step_clip_frac": float(metrics["step_clip_frac"]),
+            "path_clip_frac": float(metrics["path_clip_frac"]),
+        }
+        history.append(record)
+        if clock is not None:
+            print(f"{clock()} iteration {iteration + 1}/{args.iterations}: masses {_fmt(old)} -> aiming at "
+                  f"{_fmt(record['target'])}; last update clips {record['path_clip_frac']:.2f} of paths, "
+                  f"{record['step_clip_frac']:.2f} of steps", flush=True)  # fmt: skip
+    return eqx.combine(params, static), history
 
 
-def run(args: Args) -> dict:
-    """The whole analysis; returns old, target and learned quadrant masses and the L1 error."""
+def _fmt(values) -> str:
+    return "[" + " ".join(f"{v:.3f}" for v in values) + "]"
+
+
+def run(args: Args, clock: Clock | None = None) -> dict:
+    """The whole analysis; returns old, target and learned quadrant masses, the L1 error, per
+    mirror-descent iteration the masses it started from and aimed at, and the seconds spent pretraining
+    (0 when the old policy came from the cache). Progress lines are printed when a clock is given."""
     pre_key, old_key, update_key, new_key = jax.random.split(jax.random.key(args.seed), 4)
-    old = pretrain_old_policy(args, pre_key)
+    start = time.perf_counter()
+    old, cached = old_policy(args, pre_key, clock)
+    pretrain_seconds = 0.0 if cached else time.perf_counter() - start
     old_x = sample_terminal(old, old_key, args.eval_samples)
     old_masses = masses(old_x)
     tilt = np.exp(np.asarray(args.preference) / args.beta)
     target = old_masses * tilt / np.sum(old_masses * tilt)
-    new = gsb_mdpo_updates(old, args, update_key)
+    floor_key, update_key = jax.random.split(update_key)
+    reachable = prior_limited_masses(old, tilt, floor_key)
+    new, history = gsb_mdpo_updates(old, args, update_key, clock)
     new_x = sample_terminal(new, new_key, args.eval_samples)
     learned = masses(new_x)
     result = {
@@ -188,7 +332,12 @@ def run(args: Args) -> dict:
         "target": target,
         "learned": learned,
         "l1": float(np.abs(learned - target).sum()),
+        "prior_floor_l1": float(np.abs(reachable - target).sum()),
+        "iterations": history,
+        "pretrain_seconds": round(pretrain_seconds, 1),
     }
+    if clock is not None:
+        print(f"{clock()} evaluated on {args.eval_samples} samples: L1 {result['l1']:.3f}", flush=True)
     if args.out is not None:
         plot(args, old_x, new_x, tilt, result)
     return result
@@ -223,11 +372,211 @@ def plot(args: Args, old_x, new_x, tilt, result) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    args = tyro.cli(Args, description=__doc__)
-    result = run(args)
-    names = ("QI", "QII", "QIII", "QIV")
-    print(f"{'':8s}" + "".join(f"{n:>8s}" for n in names))
+def sweep_log_path(args: Args) -> Path:
+    return args.results_dir / "raw" / "toy_tilt_sweep.jsonl"
+
+
+def read_sweep_log(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise SweepLogError(f"{path} line {number} is not valid JSON ({err}); fix or remove it") from err
+    return records
+
+
+class SweepLogError(ValueError):
+    """The sweep's run log cannot be read."""
+
+
+def sweep(args: Args) -> dict:
+    """Every (beta, preferred quadrant, seed) of the sweep not yet in the run log under these settings;
+    each finished run is saved before the next starts. Returns the summary (also written as .json/.md)."""
+    clock = Clock()
+    log_path = sweep_log_path(args)
+    records = read_sweep_log(log_path)
+    current = settings(args)
+    done = {(r["beta"], tuple(r["preference"]), r["seed"]) for r in records if r["settings"] == current}
+    # Seed by seed, so that an interrupted sweep has already covered the whole grid with fewer seeds.
+    grid = [(beta, rotate_preference(args.preference, q), seed)
+            for seed in args.sweep_seeds for beta in args.sweep_betas for q in args.sweep_quadrants]  # fmt: skip
+    todo = [cell for cell in grid if cell not in done]
+    print(f"{clock()} sweep of {len(grid)} runs: {len(grid) - len(todo)} already in {log_path}", flush=True)
+    for number, (beta, preference, seed) in enumerate(todo, 1):
+        print(f"{clock()} run {number}/{len(todo)}: beta {beta}, quadrant {preferred_quadrant(preference)} "
+              f"preferred, seed {seed}", flush=True)  # fmt: skip
+        start = time.perf_counter()
+        result = run(dataclasses.replace(args, beta=beta, preference=preference, seed=seed, out=None), clock)
+        records.append({
+            "settings": current, "beta": beta, "preference": list(preference), "seed": seed,
+            "l1": result["l1"], "prior_floor_l1": result["prior_floor_l1"], "old": result["old"].tolist(), "target": result["target"].tolist(),
+            "learned": result["learned"].tolist(), "iterations": result["iterations"],
+            "seconds": round(time.perf_counter() - start - result["pretrain_seconds"], 1),
+            "pretrain_seconds": result["pretrain_seconds"],
+        })  # fmt: skip
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(log_path, "".join(json.dumps(r) + "\n" for r in records))
+    summary = summarize(records, current, args.preference)
+    stem = args.results_dir / "toy_tilt_sweep"
+    atomic_write_text(stem.with_suffix(".json"), json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(stem.with_suffix(".md"), sweep_markdown(summary))
+    print(f"{clock()} wrote {stem}.json and {stem}.md", flush=True)
+    return summary
+
+
+def _is_paper_setting(beta: float, preference) -> bool:
+    return beta == 1.0 and tuple(preference) == PAPER_PREFERENCE
+
+
+def summarize(records: list[dict], current: dict, base_preference) -> dict:
+    """The current settings' grid (mean and std of L1 over seeds per beta and preferred quadrant) and,
+    for every other setting in the log, its mean L1 next to the current settings' on the same runs."""
+    mine = [r for r in records if r["settings"] == current]
+    by_cell: dict[tuple, list[dict]] = {}
+    for r in mine:
+        by_cell.setdefault((r["beta"], preferred_quadrant(r["preference"])), []).append(r)
+    grid = [{
+        "beta": beta, "preferred_quadrant": q, "paper_setting": _is_paper_setting(beta, runs[0]["preference"]),
+        "seeds": [r["seed"] for r in runs], "l1": [r["l1"] for r in runs],
+        "l1_mean": float(np.mean([r["l1"] for r in runs])), "l1_std": float(np.std([r["l1"] for r in runs])),
+    } for (beta, q), runs in sorted(by_cell.items(), key=lambda item: (item[0][0], QUADRANTS.index(item[0][1])))]  # fmt: skip
+    index = {(r["beta"], tuple(r["preference"]), r["seed"]): r["l1"] for r in mine}
+    others: dict[str, list[dict]] = {}
+    for r in records:
+        if r["settings"] != current:
+            others.setdefault(json.dumps(r["settings"], sort_keys=True), []).append(r)
+    other_rows = []
+    for key, runs in others.items():
+        changed = {k: v for k, v in json.loads(key).items() if current.get(k) != v}
+        paired = [index.get((r["beta"], tuple(r["preference"]), r["seed"])) for r in runs]
+        other_rows.append({
+            "changed": changed, "runs": len(runs),
+            "cells": sorted({f"beta {r['beta']} {preferred_quadrant(r['preference'])}" for r in runs}),
+            "l1_mean": float(np.mean([r["l1"] for r in runs])),
+            "current_l1_mean_same_runs": float(np.mean(paired)) if None not in paired else None,
+            "seconds_per_run": float(np.mean([r["seconds"] for r in runs])),
+        })  # fmt: skip
+    paper = [r["l1"] for r in mine if _is_paper_setting(r["beta"], r["preference"])]
+    pretrained = [r["pretrain_seconds"] for r in mine if r["pretrain_seconds"]]
+    floors = [r["prior_floor_l1"] for r in mine if "prior_floor_l1" in r]
+    return {
+        "settings": current,
+        "base_preference": list(base_preference),
+        "grid": grid,
+        "runs": len(mine),
+        "l1_mean": float(np.mean([r["l1"] for r in mine])) if mine else None,
+        "paper_setting_l1_mean": float(np.mean(paper)) if paper else None,
+        "seconds_per_run": float(np.mean([r["seconds"] for r in mine])) if mine else None,
+        "pretrain_seconds_per_seed": float(np.mean(pretrained)) if pretrained else None,
+        "prior_floor_l1_mean": float(np.mean(floors)) if floors else None,
+        "prior_floor_l1_max": float(np.max(floors)) if floors else None,
+        "other_settings": sorted(other_rows, key=lambda row: row["l1_mean"]),
+    }
+
+
+def sweep_markdown(summary: dict) -> str:
+    """The summary as Markdown: the grid table, then the other settings measured."""
+    betas = sorted({cell["beta"] for cell in summary["grid"]})
+    cells = {(c["beta"], c["preferred_quadrant"]): c for c in summary["grid"]}
+    lines = [
+        "# Toy tilt sweep",
+        "",
+        "Generated by `python -m trainers.toy_tilt --sweep` from `raw/toy_tilt_sweep.jsonl`; do not edit.",
+        "",
+        "Quadrant-mass L1 error between the learned policy and the exponential tilt "
+        "p* ∝ p_old exp(A/β), mean ± std over seeds, for each temperature β and preferred quadrant "
+        f"(the preference {summary['base_preference']} on quadrants I..IV rotated so that its largest "
+        "entry lands on that quadrant). **Bold**: the paper's setting (β = 1, quadrant III preferred; "
+        "the paper reports 0.100).",
+        "",
+        "| β | " + " | ".join(f"{q} preferred" for q in QUADRANTS) + " | mean |",
+        "|---|" + "---|" * (len(QUADRANTS) + 1),
+    ]
+    for beta in betas:
+        row = []
+        for q in QUADRANTS:
+            cell = cells.get((beta, q))
+            text = (
+                "" if cell is None else f"{cell['l1_mean']:.3f} ± {cell['l1_std']:.3f} (n={len(cell['l1'])})"
+            )
+            row.append(f"**{text}**" if cell is not None and cell["paper_setting"] else text)
+        values = [v for c in summary["grid"] if c["beta"] == beta for v in c["l1"]]
+        lines.append(f"| {beta:g} | " + " | ".join(row) + f" | {np.mean(values):.3f} |")
+    if summary["runs"]:
+        paper = summary["paper_setting_l1_mean"]
+        pretrain = summary["pretrain_seconds_per_seed"]
+        lines += ["", f"Over all {summary['runs']} runs: mean L1 **{summary['l1_mean']:.3f}**"
+                  + ("" if paper is None else f"; at the paper's setting: **{paper:.3f}**")
+                  + f". One run takes {summary['seconds_per_run']:.0f} s on average here (2 shared CPU cores)"
+                  + ("" if pretrain is None else f", once its seed's old policy is pretrained ({pretrain:.0f} s, "
+                     "cached)") + "."]  # fmt: skip
+        lines += ["", "The fixed prior a^(0) (which no update can reweight) alone would leave an L1 error of "
+                  f"{summary['prior_floor_l1_mean']:.3f} on average (at most {summary['prior_floor_l1_max']:.3f}"
+                  "): the L1 between the target and the old policy tilted given each draw of a^(0)."]  # fmt: skip
+    lines += ["", "Settings: " + ", ".join(f"`{k}={v}`" for k, v in summary["settings"].items()) + "."]
+    if summary["other_settings"]:
+        lines += [
+            "",
+            "## Other settings measured",
+            "",
+            "Each row changes the settings above as shown; its mean L1 is next to the current settings' "
+            "mean on the same (β, quadrant, seed) runs where those exist.",
+            "",
+            "| changed | runs | cells | mean L1 | current settings, same runs | s / run |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in summary["other_settings"]:
+            changed = ", ".join(f"`{k}={v}`" for k, v in row["changed"].items())
+            same = row["current_l1_mean_same_runs"]
+            cells_text = ", ".join(row["cells"]) if len(row["cells"]) <= 3 else f"{len(row['cells'])} cells"
+            lines.append(f"| {changed} | {row['runs']} | {cells_text} | {row['l1_mean']:.3f} | "
+                         f"{'' if same is None else f'{same:.3f}'} | {row['seconds_per_run']:.0f} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def validate(args: Args) -> None:
+    """Raise ValueError naming the first setting that cannot work."""
+    positive = ("beta", "mode_std", "sigma_max", "sigma_min", "lr", "step_clip", "path_clip")
+    for name in positive:
+        if not getattr(args, name) > 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    counts = ("num_steps", "width", "depth", "pretrain_steps", "iterations", "updates_per_iteration",
+              "paths_per_iteration", "minibatch", "eval_samples")  # fmt: skip
+    for name in counts:
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.minibatch > args.paths_per_iteration:
+        raise ValueError(f"--minibatch ({args.minibatch}) exceeds --paths-per-iteration "
+                         f"({args.paths_per_iteration})")  # fmt: skip
+    if not all(np.isfinite(args.preference)):
+        raise ValueError(f"--preference must be finite, got {args.preference}")
+    if args.sweep:
+        bad = [q for q in args.sweep_quadrants if q not in (1, 2, 3, 4)]
+        if bad:
+            raise ValueError(f"--sweep-quadrants takes 1..4 (I..IV), got {bad}")
+        if not args.sweep_betas or not args.sweep_seeds or not args.sweep_quadrants:
+            raise ValueError("--sweep needs at least one beta, quadrant and seed")
+        if any(beta <= 0 for beta in args.sweep_betas):
+            raise ValueError(f"--sweep-betas must be positive, got {args.sweep_betas}")
+
+
+def main(argv=None) -> None:
+    args = tyro.cli(Args, args=argv, description=__doc__)
+    try:
+        validate(args)
+    except ValueError as err:
+        fail(str(err), USAGE)
+    try:
+        if args.sweep:
+            sweep(args)
+            return
+        result = run(args, Clock())
+    except (SweepLogError, PolicyFormatError) as err:
+        fail(str(err), FAILURE)
+    print(f"{'':8s}" + "".join(f"{n:>8s}" for n in ("QI", "QII", "QIII", "QIV")))
     for row in ("old", "target", "learned"):
         print(f"{row:8s}" + "".join(f"{v:8.3f}" for v in result[row]))
     print(f"quadrant-mass L1 error: {result['l1']:.3f} (paper: 0.100)")
