@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from hub_cards import aggregate
+from hub_cards import aggregate, stats
 from trainers import benchmark
 from trainers.suites import SUITES, Suite, Variant
 
@@ -240,8 +240,6 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
 def test_statistics_match_rliable_and_are_reproducible():
     from rliable import metrics
 
-    from hub_cards import stats
-
     rng = np.random.default_rng(0)
     for n_x, n_y in ((3, 3), (5, 2), (4, 7)):
         x, y = rng.integers(0, 4, (n_x, 3)).astype(float), rng.integers(0, 4, (n_y, 3)).astype(float)  # ties
@@ -281,7 +279,8 @@ def test_readme_blocks_are_replaced_and_absent_ones_left_out():
     )
 
 
-def test_check_flags_missing_summaries_and_a_stale_claims_block(tiny_suite, tmp_path):
+def test_check_flags_missing_summaries_and_a_stale_claims_block(tiny_suite, tmp_path, monkeypatch):
+    monkeypatch.setattr(stats, "BOOTSTRAP_REPS", 50)  # this test is about files; 5 regenerations follow
     records = _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0])
     (tmp_path / "tiny.runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     readme = tmp_path / "README.md"
