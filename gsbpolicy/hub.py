@@ -47,7 +47,7 @@ def _staged_extra_files(extra_files: dict, staging: Path) -> list[tuple[Path, Pa
         parts = Path(name).parts
         if not parts or Path(name).is_absolute() or ".." in parts or name.startswith("~"):
             raise ValueError(f"extra_files name {name!r} must be a relative path inside the repo")
-        if parts and parts[0] in (CONFIG_NAME, WEIGHTS_NAME):
+        if parts[0] in (CONFIG_NAME, WEIGHTS_NAME):
             raise ValueError(f"extra_files name {name!r} would replace the policy's own {parts[0]}")
         source = Path(source)
         if not source.is_file():
@@ -144,10 +144,11 @@ class GSBPolicy:
         else:
             raise ValueError(f"observation shape {obs.shape} does not match ({dim},) or (batch, {dim})")
         _check_finite("observation", obs)
-        too_large = np.abs(obs) > np.finfo(np.float32).max  # float64 input would turn into inf
-        if too_large.any():
-            bad = np.argwhere(too_large)[:5].tolist()
-            raise ValueError(f"observation at index {bad} is too large for float32 (|x| > 3.4e38)")
+        if np.issubdtype(obs.dtype, np.floating) and obs.dtype.itemsize > 4:  # would turn into inf
+            too_large = np.abs(obs) > np.finfo(np.float32).max
+            if too_large.any():
+                bad = np.argwhere(too_large)[:5].tolist()
+                raise ValueError(f"observation at index {bad} is too large for float32 (|x| > 3.4e38)")
         return np.asarray(obs, np.float32), single
 
     def _check_noise(self, noise, batch_shape: tuple[int, ...], name: str = "noise") -> np.ndarray:
