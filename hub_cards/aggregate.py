@@ -321,11 +321,13 @@ def _aggregate_lines(summary: dict) -> list[str]:
         f"{v} {_interval_text(c['iqm'], c['ci'], 2)} ({stats.seeds_text(len(c['seeds']), len(c['seeds']))})"
         for v, c in agg["columns"].items()
     ]
+    missing = [v for v in columns(summary["tasks"]) if v not in agg["columns"]]
     return [
         "",
         f"Aggregate IQM over {', '.join(agg['tasks'])}, on normalised returns (each task's final returns "
         f"divided by the best column mean on that task, so 1.00 is the best column there), with its 95% "
-        f"stratified-bootstrap interval; each column with the seeds it ran on every task: {'; '.join(parts)}.",
+        f"stratified-bootstrap interval; each column with the seeds it ran on every task: {'; '.join(parts)}"
+        + (f" (not yet run on every task: {', '.join(missing)})." if missing else "."),
     ]
 
 

@@ -235,6 +235,7 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
     table = aggregate.markdown(summary)
     assert "P(gsb_mdpo > column)" in table and "| 1.00 [1.00, 1.00] better |" in table
     assert "Aggregate IQM over Hopper-v5, HalfCheetah-v5, on normalised returns" in table
+    assert "(not yet run on every task: genpo)." in table
 
 
 def test_statistics_match_rliable_and_are_reproducible():
