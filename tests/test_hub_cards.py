@@ -70,6 +70,8 @@ def test_publish_then_load_by_repo_id_in_a_fresh_cache_then_offline(run_dir, hub
     np.testing.assert_array_equal(GSBPolicy.from_pretrained("org/flow").predict(obs)[0], expected)
 
     results = json.loads((run_dir / "policy" / "results.json").read_text())
+    # The commit of the code that ran (run.json's), even if HEAD moved while the run trained.
+    assert results["git_commit"] == json.loads((run_dir / "run.json").read_text())["git"]["commit"]
     card = ModelCard.load("org/flow")
     (result,) = card.data.eval_results
     assert (result.task_type, result.dataset_type, result.metric_type) == (

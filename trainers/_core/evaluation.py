@@ -109,9 +109,12 @@ def write_results(policy_dir, *, env_id: str, algo: str, returns, lengths, seed:
     import datetime
     import json
 
-    from .runlog import atomic_write_text, git_commit
+    from .runlog import RUN_JSON, atomic_write_text
 
-    git = git_commit()
+    # The commit of the code that ran, as run.json recorded it when this process started (at the last
+    # resume, if any): HEAD itself may have moved on if commits were made while the run trained.
+    run = json.loads((policy_dir.parent / RUN_JSON).read_text())
+    git = (run.get("resumes") or [run])[-1]["git"]
     results = {
         "env_id": env_id,
         "algo": algo,
