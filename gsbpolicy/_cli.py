@@ -65,26 +65,27 @@ def require_extra(extra: str, modules: Sequence[str], command: str, *, exit_now:
 
 
 def check_writable_folder(folder: Path, what: str) -> None:
-    """Raise a usage `CommandError` unless files can be created in `folder` (or its nearest existing
-    ancestor, where the missing folders would be made). Probed by creating and removing a temporary
-    file: permission bits alone say nothing for root or on read-only mounts."""
+    """Raise a usage `CommandError`, saying `what` is at fault (e.g. "--out DIR"), unless files can be
+    created in `folder` (or in its nearest existing ancestor, where the missing folders would be made).
+    Probed by creating and removing a temporary file: permission bits say nothing for root or on
+    read-only mounts."""
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise CommandError(f"{what} {folder}: {existing} is a file, not a folder")
+        raise CommandError(f"{what}: {existing} is a file, not a folder")
     try:
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as err:
-        raise CommandError(f"{what} {folder}: cannot write in {existing} ({err.strerror})") from err
+        raise CommandError(f"{what}: cannot write in {existing} ({err.strerror})") from err
 
 
-def check_output_file(path: Path, what: str) -> None:
-    """Raise a usage `CommandError` unless `path` can be written as a file."""
+def check_output_file(path: Path, option: str) -> None:
+    """Raise a usage `CommandError` naming `option` unless `path` can be written as a file."""
     if path.is_dir():
-        raise CommandError(f"{what} {path} is a folder; give a file path")
-    check_writable_folder(path.parent, what)
+        raise CommandError(f"{option} {path} is a folder; give a file path")
+    check_writable_folder(path.parent, f"{option} {path}")
 
 
 def run_command(

@@ -161,7 +161,7 @@ def assemble(
     _check_inside(run_dir, (RUN, METRICS))
     source = CardSource.read(policy_dir / CONFIG, policy_dir / RESULTS, run_dir / RUN, run_dir / METRICS)
     whole = _out_is_replaceable(out, overwrite)
-    check_writable_folder(out.parent, "--out")
+    check_writable_folder(out.parent, f"--out {out}")
     out.parent.mkdir(parents=True, exist_ok=True)
     # Built in a new sibling folder, so a failure half-way leaves a previous `out` as it was.
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.staging-"))
