@@ -38,12 +38,14 @@ def _is_leaf_array(x) -> bool:
 
 
 def policy_tensors(policy: FlowPolicy) -> dict[str, np.ndarray]:
-    """The policy's arrays as a flat {pytree path: numpy array} dict, for saving.
-
-    Raises ValueError naming the first tensor with a NaN or inf: such a policy (a diverged run) must
-    never be saved, loaded or published as if it were trained."""
+    """The policy's arrays as a flat {pytree path: numpy array} dict, for saving (`require_finite`)."""
     leaves = jax.tree_util.tree_leaves_with_path(eqx.filter(policy, eqx.is_array))
-    tensors = {_leaf_key(path): np.asarray(leaf) for path, leaf in leaves}
+    return require_finite({_leaf_key(path): np.asarray(leaf) for path, leaf in leaves})
+
+
+def require_finite(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`tensors`, or ValueError naming the first tensor with a NaN or inf: such a policy (a diverged run)
+    must never be saved, loaded or published as if it were trained."""
     for key, value in tensors.items():
         bad = np.size(value) - np.count_nonzero(np.isfinite(value))
         if bad:

@@ -182,3 +182,16 @@ def test_presets_follow_the_paper_tables():
         0.2,
     )
     assert gy.rollout.steps_per_iteration // gy.rollout.num_minibatches == 6144 and gy.rollout.epochs == 4
+
+
+def test_gaussian_folder_bytes_are_deterministic_and_non_finite_weights_are_refused(tmp_path):
+    spec = GaussianSpec(obs_dim=3, act_dim=2, action_low=(-1.0, -1.0), action_high=(1.0, 1.0), width=8, depth=1,
+                        activation="tanh", std="param", squash="clip", env_id="x")  # fmt: skip
+    actor = GaussianActor(spec, key=jax.random.key(0))
+    first, second = save_gaussian(actor, tmp_path / "a"), save_gaussian(actor, tmp_path / "b")
+    for name in ("model.safetensors", "config.json"):
+        assert (first / name).read_bytes() == (second / name).read_bytes()
+    diverged = eqx.tree_at(lambda m: m.log_std, actor, actor.log_std * jnp.nan)
+    with pytest.raises(ValueError, match="non-finite weights: tensor '.log_std'"):
+        save_gaussian(diverged, tmp_path / "c")
+    assert not (tmp_path / "c" / "model.safetensors").exists()

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import safetensors.numpy
 
 from gsbpolicy import RunningNorm
-from gsbpolicy._io import atomic_write
+from gsbpolicy._io import atomic_write_bytes, require_finite, safetensors_bytes
 from gsbpolicy._networks import ACTIVATIONS
 
 from ._core.checkpoint import tensors_to_tree, tree_to_tensors
@@ -127,13 +127,11 @@ def save_gaussian(actor: GaussianActor, directory) -> Path:
     """Write config.json + model.safetensors (tensors keyed by pytree path, normalizer included)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = tree_to_tensors(eqx.filter(actor, eqx.is_array))
+    tensors = require_finite(tree_to_tensors(eqx.filter(actor, eqx.is_array)))
     metadata = {"format": FORMAT, "format_version": str(FORMAT_VERSION)}
-    atomic_write(
-        directory / "model.safetensors", lambda tmp: safetensors.numpy.save_file(tensors, tmp, metadata)
-    )
+    atomic_write_bytes(directory / "model.safetensors", safetensors_bytes(tensors, metadata))
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "spec": dataclasses.asdict(actor.spec)}
-    atomic_write_text(directory / "config.json", json.dumps(config, indent=2) + "\n")
+    atomic_write_text(directory / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
     return directory
 
 

@@ -36,10 +36,9 @@ from pathlib import Path
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import safetensors.numpy
 
 from gsbpolicy import PolicySpec, RunningNorm
-from gsbpolicy._io import atomic_write, load_into, policy_tensors
+from gsbpolicy._io import atomic_write_bytes, load_into, policy_tensors, safetensors_bytes
 from gsbpolicy._networks import DriftMLP
 from gsbpolicy._policy import FlowPolicy
 from gsbpolicy._sde import prior_log_prob
@@ -130,9 +129,7 @@ def save_genpo(actor: GenPOFlow, directory: Path) -> Path:
     instead of failing on missing tensors."""
     directory.mkdir(parents=True, exist_ok=True)
     tensors = policy_tensors(actor)
-    atomic_write(
-        directory / WEIGHTS_NAME, lambda p: safetensors.numpy.save_file(tensors, p, {"format": FORMAT})
-    )
+    atomic_write_bytes(directory / WEIGHTS_NAME, safetensors_bytes(tensors, {"format": FORMAT}))
     config = {"format": FORMAT, "mix": actor.mix, "genpo_spec": actor.spec.to_dict()}
     atomic_write_text(directory / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n")
     return directory
