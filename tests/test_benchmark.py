@@ -2,11 +2,13 @@
 rules, the aggregation arithmetic, and that the committed summaries match the committed ledgers."""
 
 import json
+import re
 import sys
 
 import numpy as np
 import pytest
 
+from gsbpolicy._cli import CommandError
 from hub_cards import aggregate, stats
 from trainers import benchmark
 from trainers.suites import SUITES, Suite, Variant
@@ -83,7 +85,7 @@ def test_interrupted_run_needs_resume(tiny_suite, tmp_path):
     directory = benchmark.run_dir(args, tiny_suite, "InvertedPendulum-v5", tiny_suite.variants[0], 1)
     directory.mkdir(parents=True)
     (directory / "metrics.jsonl").write_text("")
-    with pytest.raises(SystemExit, match="--resume"):
+    with pytest.raises(CommandError, match="--resume"):
         benchmark.run_suite(args)
     resumed = benchmark.BenchArgs(**{**vars(args), "resume": True})
     assert benchmark.run_suite(resumed) == 0  # dry run: prints the --resume command
@@ -113,13 +115,32 @@ def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp
     assert "--algo.kl-coef 0" in out and "the same run is in" not in out
 
 
-def test_unknown_names_are_refused(tiny_suite):
-    with pytest.raises(SystemExit, match="unknown suite"):
-        benchmark.run_suite(benchmark.BenchArgs(suite="nope"))
-    with pytest.raises(KeyError, match="no method/variant"):
-        benchmark.plan(benchmark.BenchArgs(suite="tiny", methods=("sac",)), tiny_suite)
-    with pytest.raises(SystemExit, match="no task"):
-        benchmark.plan(benchmark.BenchArgs(suite="tiny", tasks=("Hopper-v5",)), tiny_suite)
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--suite", "nope"], "unknown suite 'nope'"),
+        (["--suite", "tiny", "--methods", "sac"], "no method/variant 'sac'"),
+        (["--suite", "tiny", "--tasks", "Hopper-v5"], "no task 'Hopper-v5'"),
+        (["--suite", "tiny", "--seeds", "7"], "no seed 7"),
+        (["--suite", "tiny", "--jobs", "0"], "--jobs must be at least 1"),
+        (["--suite", "tiny", "--sample-interval", "0"], "--sample-interval must be > 0"),
+        (["--suite", "tiny", "--runs-dir", "FILE"], "--runs-dir .* is a file, not a folder"),
+        (["--suite", "tiny", "--results-dir", "FILE"], "--results-dir .* is a file, not a folder"),
+        (["--suite", "tiny", "--results-dir", "BADLEDGER"], "tiny.runs.jsonl:1 is not valid JSON"),
+    ],
+)
+def test_bad_runner_arguments_are_one_line_usage_errors(tiny_suite, tmp_path, capsys, argv, message):
+    (tmp_path / "FILE").write_text("x")
+    (tmp_path / "BADLEDGER").mkdir()
+    (tmp_path / "BADLEDGER" / "tiny.runs.jsonl").write_text("{not json\n")
+    argv = [str(tmp_path / a) if a in ("FILE", "BADLEDGER") else a for a in argv]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main([*argv, "--dry-run"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: ") and re.search(message, err)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
 
 
 def _record(variant, seed, final, curve, cost=10.0):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import tyro
 
+from gsbpolicy._cli import CommandError, check_writable_folder, run_command
 from gsbpolicy._io import atomic_write_text
 
 from .suites import SUITES, Suite, Variant, available_methods
@@ -310,16 +311,19 @@ def plan(args: BenchArgs, suite: Suite) -> list[tuple[str, Variant, int]]:
     """The runs to do, seed-major so that a partial suite covers every method first."""
     present = set(available_methods())
     names = args.methods or tuple(v.name for v in suite.variants if v.method in present)
-    variants = [suite.variant(name) for name in names]
+    try:
+        variants = [suite.variant(name) for name in names]
+    except KeyError as err:
+        raise CommandError(err.args[0]) from None
     missing = sorted({v.method for v in variants} - present)
     if missing:
-        raise SystemExit(f"trainers not in this checkout: {missing}")
+        raise CommandError(f"trainers not in this checkout: {missing}")
     for task in args.tasks:
         if task not in suite.tasks:
-            raise SystemExit(f"suite {suite.name!r} has no task {task!r}; it has {list(suite.tasks)}")
+            raise CommandError(f"suite {suite.name!r} has no task {task!r}; it has {list(suite.tasks)}")
     for seed in args.seeds:
         if seed not in suite.seeds:
-            raise SystemExit(f"suite {suite.name!r} has no seed {seed}; it has {list(suite.seeds)}")
+            raise CommandError(f"suite {suite.name!r} has no seed {seed}; it has {list(suite.seeds)}")
     tasks = args.tasks or suite.tasks
     seeds = args.seeds or suite.seeds
     return [(task, variant, seed) for seed in seeds for task in tasks for variant in variants]
@@ -327,9 +331,13 @@ def plan(args: BenchArgs, suite: Suite) -> list[tuple[str, Variant, int]]:
 
 def run_suite(args: BenchArgs) -> int:
     if args.suite not in SUITES:
-        raise SystemExit(f"unknown suite {args.suite!r}; suites: {sorted(SUITES)}")
+        raise CommandError(f"unknown suite {args.suite!r}; suites: {sorted(SUITES)}")
     if args.jobs < 1:
-        raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
+        raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
+    if not args.sample_interval > 0:
+        raise CommandError(f"--sample-interval must be > 0 seconds, got {args.sample_interval}")
+    check_writable_folder(args.runs_dir, f"--runs-dir {args.runs_dir}")
+    check_writable_folder(args.results_dir, f"--results-dir {args.results_dir}")
     suite = SUITES[args.suite]
     ledger = ledger_path(args.results_dir, suite.name)
     done = {run_key(r) for r in read_ledger(ledger)}
@@ -349,7 +357,7 @@ def run_suite(args: BenchArgs) -> int:
         finished = (directory / "policy" / "results.json").exists()
         started = (directory / "metrics.jsonl").exists() or (directory / "checkpoint").exists()
         if started and not finished and not args.resume:
-            raise SystemExit(f"{directory} holds an interrupted run; pass --resume to continue it")
+            raise CommandError(f"{directory} holds an interrupted run; pass --resume to continue it")
         cmd = command(suite, task, variant, seed, directory, resume=started and not finished)
         print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: {' '.join(cmd[1:])}", flush=True)
         commands.append((task, variant, seed, directory, None if finished else cmd))
@@ -408,7 +416,8 @@ def _aggregate(suite: str, results_dir: Path) -> None:
 
 def main(argv=None) -> None:
     args = tyro.cli(BenchArgs, args=argv, description=__doc__)
-    sys.exit(run_suite(args))
+    # A corrupt ledger line (ValueError from read_ledger) is bad input too: one line, exit 2.
+    sys.exit(run_command(lambda: run_suite(args), usage_errors=(ValueError,)))
 
 
 if __name__ == "__main__":
