@@ -22,6 +22,7 @@ def test_rotate_preference_puts_the_largest_entry_on_the_asked_quadrant():
     assert rotate_preference(PAPER_PREFERENCE, 4) == (0.5, 0.0, 0.5, 1.5)
 
 
+@pytest.mark.slow
 def test_a_sharp_tilt_toward_a_non_default_quadrant_moves_mass_toward_its_target():
     args = dataclasses.replace(TINY, beta=0.5, preference=rotate_preference(PAPER_PREFERENCE, 1))
     result = run(args)
