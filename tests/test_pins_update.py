@@ -1,0 +1,160 @@
+"""Pins for the shared update (trainers/_core/update.py) with a stub algorithm whose actor loss reports
+what it was given: advantages standardised per minibatch with their epsilon, the critic loss weighted by
+value_coef, GAE's value targets, and the observation statistics -- the loss sees the rollout's, the state
+leaves with those merged with the iteration's observations."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gsbpolicy import PolicySpec, make_policy
+from trainers._core.algorithm import AbstractAlgorithm
+from trainers._core.config import CriticArgs, TrainArgs
+from trainers._core.gae import compute_gae
+from trainers._core.model import ActorCritic, Optimizers, ValueMLP, trainable_mask
+from trainers._core.rollout import Transition
+from trainers._core.update import FINITE, TrainState, _loss, make_update
+from trainers.presets import with_fields
+
+SEQUENCES, STEPS, OBS_DIM = 4, 3, 2
+
+
+class Probe(AbstractAlgorithm):
+    """Actor loss 0 (with a zero-valued dependence on the actor, so it has gradients); its metrics are the
+    advantages it received and the normalizer statistics the actor carried."""
+
+    name = "probe"
+
+    def act(self, actor, obs, key):
+        raise NotImplementedError
+
+    def actor_loss(self, actor, obs, extras, advantages, key):
+        touch = 0.0 * jnp.sum(
+            jax.vmap(actor.drift, in_axes=(0, 0, None))(obs, jnp.zeros((obs.shape[0], 1)), 0.0)
+        )
+        return touch, {
+            "advantages": advantages,
+            "norm_mean_0": actor.normalizer.mean[0],
+            "norm_mean_1": actor.normalizer.mean[1],
+            "norm_var_1": actor.normalizer.var[1],
+            "norm_count": actor.normalizer.count,
+        }
+
+
+def make_model():
+    spec = PolicySpec(obs_dim=OBS_DIM, act_dim=1, num_steps=2, width=4, depth=1, action_low=(-1.0,),
+                      action_high=(1.0,))  # fmt: skip
+    actor = make_policy(spec, key=jax.random.key(0))
+    actor = actor.with_normalizer(actor.normalizer.update(jnp.array([[1.0, -1.0], [3.0, 7.0]])))
+    return ActorCritic(actor, ValueMLP(OBS_DIM, CriticArgs(width=4, depth=1), key=jax.random.key(1)))
+
+
+def make_data(seed=0):
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(2.0, 3.0, (SEQUENCES, STEPS, OBS_DIM)).astype(np.float32)
+    reward = rng.normal(size=(SEQUENCES, STEPS)).astype(np.float32)
+    terminated = np.zeros((SEQUENCES, STEPS), bool)
+    terminated[0, 1] = True
+    truncated = np.zeros((SEQUENCES, STEPS), bool)
+    truncated[1, 0] = True
+    final_obs = np.concatenate([obs[:, 1:], rng.normal(size=(SEQUENCES, 1, OBS_DIM))], axis=1).astype(
+        np.float32
+    )
+    return Transition(*map(jnp.asarray, (obs, reward, terminated, truncated, final_obs)), None)
+
+
+def args_with(**rollout) -> TrainArgs:
+    rollout = {"num_envs": SEQUENCES, "unroll_length": STEPS, "num_minibatches": 1, "epochs": 1, **rollout}
+    return with_fields(TrainArgs(), rollout=rollout, optim={"value_coef": 0.37})
+
+
+def loss_of(model, args, advantages, returns):
+    params, static = eqx.partition(model, trainable_mask(model))
+    batch = (make_data(), jnp.asarray(advantages), jnp.asarray(returns))
+    return _loss(params, static, Probe(), args, batch, jax.random.key(0))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_model()
+
+
+def test_advantages_are_standardised_over_the_minibatch_with_epsilon_on_the_std(model):
+    raw = np.random.default_rng(1).normal(0.5, 2.0, (SEQUENCES, STEPS)).astype(np.float32)
+    _, metrics = loss_of(model, args_with(), raw, np.zeros_like(raw))
+    flat = raw.reshape(-1).astype(np.float64)
+    np.testing.assert_allclose(metrics["advantages"], (flat - flat.mean()) / (flat.std() + 1e-8), rtol=1e-5)
+    # std 1e-4: 1e-4 / (1e-4 + 1e-8) ~ 1, where sqrt(var + 1e-8) would give 1 / sqrt(2).
+    tiny = np.where(np.arange(SEQUENCES * STEPS) % 2 == 0, 1e-4, -1e-4).reshape(SEQUENCES, STEPS)
+    _, metrics = loss_of(model, args_with(), tiny.astype(np.float32), np.zeros_like(tiny, np.float32))
+    np.testing.assert_allclose(np.abs(metrics["advantages"]), 1 / (1 + 1e-4), rtol=1e-4)
+    # Constant advantages: 0 / (0 + 1e-8) = 0, not NaN.
+    _, metrics = loss_of(model, args_with(), np.full_like(raw, 3.0), np.zeros_like(raw))
+    np.testing.assert_array_equal(metrics["advantages"], 0.0)
+
+
+def test_advantages_pass_through_unchanged_without_normalisation(model):
+    raw = np.random.default_rng(2).normal(0.5, 2.0, (SEQUENCES, STEPS)).astype(np.float32)
+    _, metrics = loss_of(model, args_with(normalize_advantages=False), raw, np.zeros_like(raw))
+    np.testing.assert_array_equal(metrics["advantages"], raw.reshape(-1))
+
+
+def test_critic_loss_is_the_value_mse_weighted_by_value_coef(model):
+    returns = np.random.default_rng(3).normal(size=(SEQUENCES, STEPS)).astype(np.float32)
+    loss, metrics = loss_of(model, args_with(), np.zeros_like(returns), returns)
+    values = np.asarray(jax.vmap(model.value)(make_data().obs.reshape(-1, OBS_DIM)), np.float64)
+    mse = np.mean((values - returns.reshape(-1)) ** 2)
+    assert float(metrics["value_loss"]) == pytest.approx(mse, rel=1e-5)
+    assert float(metrics["actor_loss"]) == 0.0
+    assert float(loss) == pytest.approx(0.37 * mse, rel=1e-5)
+
+
+def test_recomputed_gae_uses_the_current_critic_and_keeps_termination_apart(model):
+    data = make_data()
+    args = args_with(
+        recompute_gae=True, normalize_advantages=False, gamma=0.9, gae_lambda=0.8, reward_scaling=2.0
+    )
+    zeros = np.zeros((SEQUENCES, STEPS), np.float32)
+    loss, metrics = loss_of(model, args, zeros, zeros)
+    values = jax.vmap(jax.vmap(model.value))(data.obs)
+    next_values = jax.vmap(jax.vmap(model.value))(data.final_obs)
+    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    advantages, returns = compute_gae(
+        swap(2.0 * data.reward), swap(values), swap(next_values), swap(data.terminated), swap(data.truncated),
+        0.9, 0.8,
+    )  # fmt: skip
+    np.testing.assert_allclose(metrics["advantages"], swap(advantages).reshape(-1), rtol=1e-5, atol=1e-6)
+    mse = np.mean((np.asarray(values).reshape(-1) - np.asarray(swap(returns)).reshape(-1)) ** 2)
+    assert float(metrics["value_loss"]) == pytest.approx(mse, rel=1e-5)
+
+
+@pytest.fixture(scope="module")
+def one_update(model):
+    args = args_with(epochs=2, num_minibatches=2)
+    optimizers = Optimizers.make(args.optim, 4)
+    state = TrainState(model, optimizers.init(eqx.filter(model, trainable_mask(model))), jax.random.key(2),
+                       jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))  # fmt: skip
+    data = make_data()
+    new_state, metrics = eqx.filter_jit(make_update(Probe(), args, optimizers))(state, data)
+    return model, data, new_state, metrics
+
+
+def test_the_loss_sees_the_rollout_normalizer_and_the_state_leaves_with_it_merged(one_update):
+    model, data, new_state, metrics = one_update
+    # Every minibatch of every epoch saw the statistics the rollout acted with (the means of the metrics
+    # equal them only if none moved mid-update).
+    np.testing.assert_allclose([metrics["norm_mean_0"], metrics["norm_mean_1"]], [2.0, 3.0], rtol=1e-6)
+    assert float(metrics["norm_var_1"]) == pytest.approx(16.0, rel=1e-6)
+    assert float(metrics["norm_count"]) == float(model.normalizer.count) == 2.0
+    merged = model.normalizer.update(data.obs)
+    np.testing.assert_allclose(new_state.model.normalizer.mean, merged.mean, rtol=1e-6)
+    np.testing.assert_allclose(new_state.model.normalizer.var, merged.var, rtol=1e-6)
+    assert float(new_state.model.normalizer.count) == 2.0 + SEQUENCES * STEPS
+
+
+def test_the_update_counts_its_iteration_and_env_steps_and_reports_finite_flags(one_update):
+    _, _, new_state, metrics = one_update
+    assert int(new_state.iteration) == 1 and int(new_state.env_steps) == SEQUENCES * STEPS
+    assert all(bool(metrics[FINITE + name]) for name in ("loss", "gradient", "parameters"))
