@@ -84,22 +84,24 @@ class Args:
     """Drift MLP hidden layers."""
     pretrain_steps: int = 8000
     """Bridge-matching steps for the old policy."""
-    iterations: int = 2
-    """Mirror-descent iterations K (lambda = K * beta each)."""
-    updates_per_iteration: int = 300
-    """Gradient steps per iteration, each on a minibatch of the iteration's stored old paths."""
-    paths_per_iteration: int = 16384
+    iterations: int = 8
+    """Mirror-descent iterations K (lambda = K * beta each). Many small tilts: each iteration falls short
+    of its own tilt, and a large one (sharp beta, small K) also runs into the path clip."""
+    updates_per_iteration: int = 150
+    """Gradient steps per iteration, each on a minibatch of the iteration's stored old paths (300 gave
+    no better iterations than 150)."""
+    paths_per_iteration: int = 8192
     """Old paths sampled per iteration."""
-    minibatch: int = 4096
+    minibatch: int = 256
     """Paths per gradient step."""
-    lr: float = 3e-3
+    lr: float = 1e-2
     """Adam learning rate of the GSB-MDPO updates."""
     step_clip: float = 0.5
     """c_step (eq. 19)."""
     path_clip: float = 1.0
     """c_path (eq. 19)."""
-    eval_samples: int = 200_000
-    """Samples used to estimate quadrant masses."""
+    eval_samples: int = 50_000
+    """Samples used to estimate quadrant masses (standard error about 0.002 per quadrant)."""
     seed: int = 0
     """Random seed."""
     out: Path | None = Path("runs/toy_tilt.png")
