@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gsbpolicy import sample_noise
+from trainers.dppo import ChainExtras, Dppo, DppoArgs
 from trainers.fpo import Fpo, FpoArgs
 from trainers.gaussian_actor import GaussianActor, GaussianSpec
 from trainers.gaussian_ppo import GaussianPpo, GaussianPpoArgs
@@ -198,3 +199,21 @@ def test_fpo_clip_epsilon(tiny_policy, fpo_rollout, eps):
     ratio = np.exp(log_ratios.astype(np.float64))
     assert float(loss) == pytest.approx(-ppo_surrogate(ratio, advantages, eps).mean(), rel=1e-5)
     assert float(metrics["clip_frac"]) == pytest.approx(np.mean(np.abs(ratio - 1) > eps))
+
+
+# ---------------------------------------------------------------------------------------- DPPO
+def test_dppo_ratio_is_per_denoising_step_and_the_final_step_gets_the_whole_advantage(tiny_policy, fresh):
+    # The velocity chain with summed step densities: one step's offset gives that step (only) the ratio
+    # e^offset, clipped at 1 +- eps; step n's advantage is A gamma_denoise^(N-1-n).
+    obs, extras = fresh
+    n = tiny_policy.spec.num_steps
+    offsets = np.zeros((3, n), np.float32)
+    offsets[0, n - 1], offsets[1, 0], offsets[2, 2] = 0.5, -0.05, 0.1
+    chain = ChainExtras(extras.path, extras.log_probs - offsets)
+    algo = Dppo(DppoArgs(clip=0.2, denoise_gamma=0.5))
+    loss, metrics = algo.actor_loss(tiny_policy, obs, chain, ADVANTAGES, jax.random.key(0))
+    ratio = np.exp(offsets.astype(np.float64))
+    step_adv = np.asarray(ADVANTAGES, np.float64)[:, None] * 0.5 ** np.arange(n - 1, -1, -1)[None, :]
+    assert float(loss) == pytest.approx(-ppo_surrogate(ratio, step_adv, 0.2).mean(), rel=1e-5)
+    assert float(metrics["ratio_max"]) == pytest.approx(math.exp(0.5), rel=1e-5)
+    assert float(metrics["clip_frac"]) == pytest.approx(1 / (3 * n))

@@ -49,8 +49,24 @@ SLOW_TESTS = "not end_to_end and not onnx and not presets and not trainer_writes
 that the fast tests do not, and each costs tens of seconds per mutant."""
 
 COPIED = ["gsbpolicy", "trainers", "export", "tests", "pyproject.toml"]
-PRELOAD = ["numpy", "jax", "jax.numpy", "equinox", "optax", "jaxtyping", "hypothesis", "safetensors"]
-"""Imported once by the fork server: plain imports only, nothing that starts the JAX backend. Some are pytest
+PRELOAD = [
+    "numpy",
+    "jax",
+    "jax.numpy",
+    "equinox",
+    "optax",
+    "jaxtyping",
+    "hypothesis",
+    "safetensors",
+    "tyro",
+    "gymnasium",
+    "mujoco",
+    "mujoco.mjx",
+    "mujoco_playground",
+]
+"""Imported once by the fork server (importing trainers._core pulls in MuJoCo Playground, 20-50 s on a busy
+2-core machine, which each mutant would otherwise pay): plain imports only, nothing that starts the JAX
+backend. Some are pytest
 plugins, which pytest then cannot assertion-rewrite: the warning it gives is ignored above (the project
 turns warnings into errors, which would fail every mutant's run before its first test)."""
 
