@@ -64,13 +64,13 @@ def test_sweep_runs_every_cell_once_and_resumes(tmp_path, monkeypatch):
     assert sorted({seed for *_, seed in calls}) == [2] and len(calls) == 2 * 4
 
     calls.clear()
-    changed = dataclasses.replace(args, iterations=4, sweep_quadrants=(3,))
+    changed = dataclasses.replace(args, iterations=Args().iterations + 1, sweep_quadrants=(3,))
     summary = toy_tilt.sweep(changed)  # other settings: new runs, and the old ones are reported beside them
     assert len(calls) == 2 * 2
     (other,) = summary["other_settings"]
-    assert other["changed"] == {"iterations": 2} and other["runs"] == 2 * 4 * 3
+    assert other["changed"] == {"iterations": Args().iterations} and other["runs"] == 2 * 4 * 3
     markdown = (tmp_path / "toy_tilt_sweep.md").read_text()
-    assert "**0.105 ± 0.005 (n=2)**" in markdown and "`iterations=2`" in markdown
+    assert "**0.105 ± 0.005 (n=2)**" in markdown and f"`iterations={Args().iterations}`" in markdown
     assert json.loads((tmp_path / "toy_tilt_sweep.json").read_text())["runs"] == 2 * 2
 
 
