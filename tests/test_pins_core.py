@@ -35,6 +35,12 @@ def test_fresh_normalizer_is_the_identity_with_count_zero():
     np.testing.assert_allclose(norm(x), x, rtol=1e-7)
 
 
+def test_init_keeps_the_clip_and_epsilon_it_is_given():
+    norm = RunningNorm.init(2, clip=3.0, eps=1e-4)
+    assert (norm.clip, norm.eps) == (3.0, 1e-4)
+    np.testing.assert_allclose(norm(jnp.array([0.0, 5.0])), [0.0, 3.0])
+
+
 def test_epsilon_is_added_to_the_variance_inside_the_square_root():
     # var 0: (x - mean) / sqrt(1e-8) = 1e-5 / 1e-4 = 0.1, finite; var 1e-8: 1e-4 / sqrt(2e-8), not
     # 1e-4 / (sqrt(1e-8) + 1e-8).
@@ -186,3 +192,26 @@ def test_samplers_batch_under_vmap(noise):
     batch = jnp.stack([jnp.asarray(noise), -jnp.asarray(noise)])
     paths = jax.vmap(lambda n: sample_sde(drift, SCHEDULE, STEPS, n).path)(batch)
     np.testing.assert_allclose(paths[1], numpy_sde(-noise.astype(np.float64))[0], rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------- GAE
+def test_gae_keeps_the_dtype_of_its_inputs():
+    # Half-precision rollouts stay half precision: the episode mask takes the values' dtype, not the default
+    # float (which would also break the scan, whose carry is in the values' dtype).
+    from trainers._core.gae import compute_gae
+
+    rewards, values = jnp.ones((3, 2), jnp.float16), jnp.full((3, 2), 0.5, jnp.float16)
+    done = jnp.zeros((3, 2), bool)
+    advantages, returns = compute_gae(rewards, values, values, done, done.at[1].set(True), 0.9, 0.8)
+    assert advantages.dtype == returns.dtype == jnp.float16
+    np.testing.assert_allclose(advantages[1], 1 + 0.9 * 0.5 - 0.5, rtol=1e-3)
+
+
+def test_gae_of_a_one_step_rollout_is_the_td_error():
+    from trainers._core.gae import compute_gae
+
+    rewards, values, next_values = jnp.array([[1.0, 2.0]]), jnp.array([[0.5, 0.1]]), jnp.array([[2.0, 3.0]])
+    terminated = jnp.array([[False, True]])
+    advantages, returns = compute_gae(rewards, values, next_values, terminated, ~terminated, 0.9, 0.8)
+    np.testing.assert_allclose(advantages, [[1.0 + 0.9 * 2.0 - 0.5, 2.0 - 0.1]], rtol=1e-6)
+    np.testing.assert_allclose(returns, [[1.0 + 0.9 * 2.0, 2.0]], rtol=1e-6)

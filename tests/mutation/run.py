@@ -3,6 +3,7 @@
     pip install -e ".[mutation]"
     python tests/mutation/run.py gae sde            # named modules (see MODULES), one after the other
     python tests/mutation/run.py --all              # every module in MODULES
+    python tests/mutation/run.py sde --minutes 20     # stop after 20 minutes, report what was tested
     python tests/mutation/run.py gae --max-children 2 --scratch /tmp/mut
 
 Each module runs in its own scratch copy of the package sources and tests (mutmut writes a `mutants/`
@@ -19,11 +20,14 @@ every mutant's tests start their JAX backend, and compile, from scratch.
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,65 +101,85 @@ use_git_change_detection = false
 """
 
 
-def _mutmut(args: list[str], cwd: Path, log) -> subprocess.CompletedProcess:
-    result = subprocess.run(["mutmut", *args], cwd=cwd, capture_output=True, text=True)
-    log.write(f"$ mutmut {' '.join(args)}  (exit {result.returncode})\n")
-    return result
+def _mutmut(args: list[str], cwd: Path) -> str:
+    return subprocess.run(["mutmut", *args], cwd=cwd, capture_output=True, text=True).stdout
 
 
-def run_module(name: str, scratch: Path, max_children: int) -> dict:
-    """Mutate one module in a fresh scratch copy; write its raw report; return its counts."""
-    module_file, tests = MODULES[name]
-    work = scratch / name
+def _copy_sources(work: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.onnx", "mutation")
     for entry in COPIED:
         source = ROOT / entry
-        (
+        if source.is_dir():
             shutil.copytree(source, work / entry, ignore=ignore)
-            if source.is_dir()
-            else shutil.copy2(source, work)
-        )
+        else:
+            shutil.copy2(source, work)
+
+
+def _run_mutmut(work: Path, max_children: int, minutes: float | None) -> bool:
+    """`mutmut run` in `work`, stopped after `minutes` (its finished verdicts are kept); True if it finished."""
+    with (work / "mutmut.log").open("w") as log:
+        process = subprocess.Popen(["mutmut", "run", "--max-children", str(max_children)], cwd=work,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        try:
+            process.wait(timeout=None if minutes is None else 60 * minutes)
+            return True
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)  # its own session: mutmut, fork server and workers
+            process.wait()
+            return False
+
+
+def run_module(name: str, scratch: Path, max_children: int, minutes: float | None) -> Counter:
+    """Mutate one module in a fresh scratch copy; write its raw report; return its status counts."""
+    module_file, tests = MODULES[name]
+    work = scratch / name
+    _copy_sources(work)
     (work / "setup.cfg").write_text(_config(module_file, tests))
     (work / "preload.txt").write_text("\n".join(PRELOAD) + "\n")
-
-    log_path = work / "mutmut.log"
     start = time.monotonic()
-    with log_path.open("w") as log:
-        run = _mutmut(["run", "--max-children", str(max_children)], work, log)
-        log.write(run.stdout[-20_000:] + run.stderr[-20_000:])
-        elapsed = time.monotonic() - start
-        _mutmut(["export-cicd-stats"], work, log)
-        listing = _mutmut(["results", "--all", "true"], work, log).stdout
-    stats_file = work / "mutants" / "mutmut-cicd-stats.json"
-    if not stats_file.exists():
-        sys.exit(f"mutmut failed on {module_file}; see {log_path}")
-    counts = json.loads(stats_file.read_text())
+    finished = _run_mutmut(work, max_children, minutes)
+    (work / "elapsed.json").write_text(
+        json.dumps({"seconds": time.monotonic() - start, "finished": finished})
+    )
+    return report_module(name, work, max_children, minutes)
+
+
+def report_module(name: str, work: Path, max_children: int, minutes: float | None) -> Counter:
+    """Write `hub_cards/results/raw/mutation_<name>.txt` from the verdicts in the scratch copy `work`."""
+    module_file, tests = MODULES[name]
+    timing = json.loads((work / "elapsed.json").read_text()) if (work / "elapsed.json").exists() else {}
+    elapsed = timing.get("seconds", float("nan"))
+    listing = _mutmut(["results", "--all", "true"], work)
     statuses = [line.strip().rsplit(": ", 1) for line in listing.splitlines() if ": " in line]
-    survivors = [mutant for mutant, status in statuses if status != "killed"]
-    diffs = [_mutmut(["show", mutant], work, open("/dev/null", "w")).stdout for mutant in survivors]
-    # Only "killed" counts: a timeout or crash (mutmut's "timeout" also covers a worker that raised) is listed
-    # with the survivors for a look, not credited.
-    score = counts["killed"] / counts["total"] if counts["total"] else float("nan")
+    if not statuses:
+        sys.exit(f"mutmut produced no mutants for {module_file}; see {work / 'mutmut.log'}")
+    counts = Counter(status for _, status in statuses)
+    tested = len(statuses) - counts["not checked"]
+    # Only "killed" is credited: a timeout (mutmut also reports a worker that raised as one) is listed with
+    # the survivors for a look.
+    not_killed = [mutant for mutant, status in statuses if status not in ("killed", "not checked")]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    unchecked = counts["not checked"]
+    stopped = f" (stopped early: {unchecked} of {len(statuses)} not checked)" if unchecked else ""
     report = [
-        f"mutmut run over {module_file} ({commit.stdout.strip()} + working tree)",
-        f"command: python tests/mutation/run.py {name} --max-children {max_children}",
+        f"mutmut run over {module_file} ({commit.stdout.strip()} + working tree){stopped}",
+        f"command: python tests/mutation/run.py {name} --max-children {max_children}"
+        + (f" --minutes {minutes}" if minutes else ""),
         f"tests: {' '.join(tests)} -k '{SLOW_TESTS}'",
-        f"wall time: {elapsed:.0f} s for {counts['total']} mutants ({elapsed / max(counts['total'], 1):.1f} s each)",
-        f"score: {counts['killed']}/{counts['total']} killed ({100 * score:.1f} %)",
-        "counts: " + json.dumps(counts),
+        f"wall time: {elapsed:.0f} s for {tested} mutants tested ({elapsed / max(tested, 1):.1f} s each)",
+        f"score: {counts['killed']}/{tested} killed ({100 * counts['killed'] / max(tested, 1):.1f} %)",
+        "counts: " + json.dumps(dict(counts)),
         "",
+        "not killed:" if not_killed else "not killed: none",
+        *(_mutmut(["show", mutant], work) for mutant in not_killed),
         "all mutants:",
         *(f"  {mutant}: {status}" for mutant, status in statuses),
-        "",
-        "survivors:" if survivors else "survivors: none",
-        *diffs,
     ]
     RAW.mkdir(parents=True, exist_ok=True)
     (RAW / f"mutation_{name}.txt").write_text("\n".join(report) + "\n")
-    print(f"{name}: {report[4]}; {len(survivors)} not killed; {elapsed:.0f} s", flush=True)
+    print(f"{name}: {report[4]}{stopped}; {len(not_killed)} not killed; {elapsed:.0f} s", flush=True)
     return counts
 
 
@@ -164,6 +188,12 @@ def main(argv=None) -> None:
     parser.add_argument("modules", nargs="*", metavar="MODULE", help=", ".join(MODULES))
     parser.add_argument("--all", action="store_true", help="every module")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--minutes", type=float, help="stop each module after this long (partial report)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only rewrite the reports from the verdicts already in --scratch (e.g. after a stop)",
+    )
     parser.add_argument("--scratch", type=Path, help="where the scratch copies go (default: a temp dir)")
     args = parser.parse_args(argv)
     modules = list(MODULES) if args.all else args.modules
@@ -174,9 +204,14 @@ def main(argv=None) -> None:
         parser.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
     if shutil.which("mutmut") is None:
         parser.error('mutmut is not installed: pip install -e ".[mutation]"')
+    if args.report_only and args.scratch is None:
+        parser.error("--report-only needs the --scratch of the run")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="gsbpolicy-mutation-"))
     for name in modules:
-        run_module(name, scratch, args.max_children)
+        if args.report_only:
+            report_module(name, scratch / name, args.max_children, args.minutes)
+        else:
+            run_module(name, scratch, args.max_children, args.minutes)
 
 
 if __name__ == "__main__":
