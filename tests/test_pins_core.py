@@ -75,6 +75,15 @@ def test_merge_weights_the_old_statistics_by_their_count():
     assert (new.clip, new.eps) == (7.0, 1e-6)  # the static settings travel with the statistics
 
 
+def test_update_keeps_the_statistics_dtype_whatever_the_batch_dtype():
+    # The statistics are part of the training state (a scan carry and a checkpoint): their dtype must not
+    # follow the batch's.
+    half = RunningNorm(jnp.zeros(2, jnp.float16), jnp.ones(2, jnp.float16), jnp.zeros((), jnp.float16))
+    new = half.update(jnp.array([[1.0, 2.0], [3.0, 4.0]], jnp.float32))
+    assert new.mean.dtype == new.var.dtype == new.count.dtype == jnp.float16
+    np.testing.assert_allclose(new.mean, [2.0, 3.0])
+
+
 # ---------------------------------------------------------------------------------------- schedules
 @pytest.mark.parametrize(
     "name, cls, expected",
