@@ -99,9 +99,11 @@ def test_make_schedule_builds_the_named_schedule_with_max_at_t0_and_min_at_t1(na
     np.testing.assert_allclose(schedule(jnp.array([0.0, 0.5, 1.0])), expected, rtol=1e-6)
 
 
-def test_time_grid_is_float32_from_zero_to_one():
+def test_time_grid_is_float32_from_zero_to_one_even_with_x64():
     grid = time_grid(5)
     assert grid.dtype == jnp.float32 and grid.shape == (6,)
+    with jax.enable_x64(True):
+        assert time_grid(5).dtype == jnp.float32
     np.testing.assert_allclose(grid, np.arange(6) / 5, rtol=1e-7)
 
 
@@ -149,6 +151,7 @@ def test_gaussian_log_prob_and_prior_closed_forms():
 
 def test_sample_sde_path_log_probs_and_drifts_are_eq_7_and_8(noise):
     path, log_probs, drifts = numpy_sde(noise.astype(np.float64))
+    assert np.abs(path[1:]).max() > 1  # the default is no clip, and it shows
     sample = sample_sde(drift, SCHEDULE, STEPS, jnp.asarray(noise))
     np.testing.assert_allclose(sample.path, path, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sample.log_probs, log_probs, rtol=1e-5, atol=1e-4)
@@ -192,9 +195,11 @@ def test_ode_is_the_noise_free_euler_chain_from_a0(noise, clip):
     expected, _, _ = numpy_sde(
         np.concatenate([np.asarray(a0, np.float64)[None], noise[1:]]), clip, sigma=False
     )
-    path = sample_ode(drift, STEPS, a0, clip=clip)
+    assert np.abs(expected).max() > 1  # so that clipping, or not, shows
+    options = {"clip": True} if clip else {}  # and not clipping is the default
+    path = sample_ode(drift, STEPS, a0, **options)
     np.testing.assert_allclose(path, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(final_action_ode(drift, STEPS, a0, clip=clip), path[-1])
+    np.testing.assert_array_equal(final_action_ode(drift, STEPS, a0, **options), path[-1])
 
 
 def test_samplers_batch_under_vmap(noise):
