@@ -3,7 +3,7 @@
     pip install -e ".[mutation]"
     python tests/mutation/run.py gae sde            # named modules (see MODULES), one after the other
     python tests/mutation/run.py --all              # every module in MODULES
-    python tests/mutation/run.py sde --minutes 20     # stop after 20 minutes, report what was tested
+    python tests/mutation/run.py sde --minutes 20   # stop after 20 minutes, report what was tested
     python tests/mutation/run.py gae --max-children 2 --scratch /tmp/mut
 
 Each module runs in its own scratch copy of the package sources and tests (mutmut writes a `mutants/`
@@ -11,7 +11,10 @@ tree and its own config there, so the repository stays untouched), against only 
 pin that module (mutmut further narrows each mutant to the tests that call the mutated function). The raw
 report -- counts, mutation score and the diff of every surviving mutant -- goes to
 `hub_cards/results/raw/mutation_<module>.txt`. A survivor needs either a test that kills it or a line in
-the report explaining why it is equivalent.
+`hub_cards/results/raw/mutation_survivors.txt` explaining why it is equivalent. To check a new test against
+a survivor without a whole rerun: copy the test file into SCRATCH/MODULE/tests and SCRATCH/MODULE/mutants/tests,
+run `mutmut run MUTANT_NAME` in SCRATCH/MODULE, then `python tests/mutation/run.py MODULE --report-only
+--scratch SCRATCH`.
 
 JAX is not fork-safe once its backend has started, and a jit cache inherited from a parent that ran the
 unmutated code would hide the mutant. So mutmut's fork server is used with only plain imports preloaded:
