@@ -84,8 +84,8 @@ class GsbMdpo(AbstractAlgorithm):
             "drift_cost": jnp.mean(cost),
             "ratio_mean": jnp.mean(ratio),
             "ratio_max": jnp.max(ratio),
-            # Path KL(P_theta || P_k) two ways: the drift energy (eq. 15 with eta = 0) on the old paths,
-            # and the k3 estimator E[(r - 1) - log r] of the unclipped path ratio.
+            # Path KL(P_k || P_theta) two ways, both averaged over the old paths (samples of P_k): the drift
+            # energy (eq. 15 with eta = 0) and the k3 estimator E[(r - 1) - log r] of the unclipped ratio.
             "path_kl_drift": jnp.mean(
                 jnp.sum(weights[None, :] * jnp.sum((drifts - extras.drifts) ** 2, -1), -1)
             ),
