@@ -126,7 +126,7 @@ def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp
         (["--suite", "tiny", "--sample-interval", "0"], "--sample-interval must be > 0"),
         (["--suite", "tiny", "--runs-dir", "FILE"], "--runs-dir .* is a file, not a folder"),
         (["--suite", "tiny", "--results-dir", "FILE"], "--results-dir .* is a file, not a folder"),
-        (["--suite", "tiny", "--results-dir", "BADLEDGER"], "tiny.runs.jsonl:1 is not valid JSON"),
+        (["--suite", "tiny", "--results-dir", "BADLEDGER"], "tiny.runs.jsonl line 1 is not valid JSON"),
     ],
 )
 def test_bad_runner_arguments_are_one_line_usage_errors(tiny_suite, tmp_path, capsys, argv, message):

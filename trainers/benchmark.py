@@ -28,6 +28,7 @@ import tyro
 from gsbpolicy._cli import CommandError, check_writable_folder, run_command
 from gsbpolicy._io import atomic_write_text
 
+from ._core.runlog import read_jsonl as read_ledger
 from .suites import SUITES, Suite, Variant, available_methods
 
 
@@ -62,18 +63,6 @@ class BenchArgs:
 # ---------------------------------------------------------------------------------------------- ledger
 def ledger_path(results_dir: Path, suite: str) -> Path:
     return results_dir / f"{suite}.runs.jsonl"
-
-
-def read_ledger(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number} is not valid JSON ({err}); fix or remove that line") from err
-    return records
 
 
 def append_ledger(path: Path, record: dict) -> None:

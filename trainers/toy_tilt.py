@@ -56,6 +56,7 @@ from gsbpolicy._cli import FAILURE, USAGE
 from gsbpolicy._io import PolicyFormatError, atomic_write_text
 
 from ._core.cli import fail
+from ._core.runlog import read_jsonl
 from .gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 
 MODES = np.array([[1.5, 1.5], [-1.5, 1.5], [-1.5, -1.5], [1.5, -1.5]], np.float32)
@@ -399,18 +400,6 @@ def sweep_log_path(args: Args) -> Path:
     return args.results_dir / "raw" / "toy_tilt_sweep.jsonl"
 
 
-def read_sweep_log(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise SweepLogError(f"{path} line {number} is not valid JSON ({err}); fix or remove it") from err
-    return records
-
-
 class SweepLogError(ValueError):
     """The sweep's run log cannot be read."""
 
@@ -420,7 +409,7 @@ def sweep(args: Args) -> dict:
     each finished run is saved before the next starts. Returns the summary (also written as .json/.md)."""
     clock = Clock()
     log_path = sweep_log_path(args)
-    records = read_sweep_log(log_path)
+    records = read_jsonl(log_path, SweepLogError)
     current = settings(args)
     done = {(r["beta"], tuple(r["preference"]), r["seed"]) for r in records if r["settings"] == current}
     # Seed by seed, so that an interrupted sweep has already covered the whole grid with fewer seeds.

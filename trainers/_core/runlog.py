@@ -18,6 +18,20 @@ PACKAGES = ("gsbpolicy", "jax", "jaxlib", "equinox", "optax", "numpy", "gymnasiu
             "playground", "tyro", "stable-baselines3", "torch")  # fmt: skip
 
 
+def read_jsonl(path: Path, error: type[Exception] = ValueError) -> list[dict]:
+    """The records of a JSON-lines file (none if it does not exist); a line that is not JSON raises `error`
+    naming the file and the line."""
+    if not path.exists():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise error(f"{path} line {number} is not valid JSON ({err}); fix or remove that line") from err
+    return records
+
+
 def git_commit() -> dict:
     """The source tree's commit and whether it had uncommitted changes (None outside a git checkout)."""
     root = Path(__file__).resolve().parents[2]
