@@ -6,6 +6,8 @@ are imported lazily by the functions that need them.
 
 __version__ = "0.1.0"
 
+from ._envid import EnvKind as EnvKind
+from ._envid import env_kind as env_kind
 from ._io import PolicyFormatError as PolicyFormatError
 from ._io import load_policy as load_policy
 from ._io import save_policy as save_policy
