@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from trainers import toy_tilt
-from trainers.toy_tilt import PAPER_PREFERENCE, Args, rotate_preference, run
+from trainers.experiments import toy_tilt
+from trainers.experiments.toy_tilt import PAPER_PREFERENCE, Args, rotate_preference, run
 
 TINY = Args(pretrain_steps=600, width=32, depth=2, iterations=2, updates_per_iteration=40,
             paths_per_iteration=2048, minibatch=512, eval_samples=20_000, out=None, cache_dir=None)  # fmt: skip

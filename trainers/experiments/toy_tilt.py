@@ -9,8 +9,8 @@ the exponential tilt p*(x) proportional to p_old(x) exp(A(x) / beta) (Propositio
    exp(A / beta) (P_K proportional to P_0 exp(sum_k A / (K beta))); each iteration samples old paths and
    takes gradient steps on the clipped path-ratio loss (eqs. 19-20) reusing them.
 
-    python -m trainers.toy_tilt [--beta 0.5] [--preference 1.5 0.5 0 0.5] [--out runs/toy_tilt.png]
-    python -m trainers.toy_tilt --sweep   # beta x preferred quadrant x seed; resumable
+    python -m trainers.experiments.toy_tilt [--beta 0.5] [--preference 1.5 0.5 0 0.5] [--out runs/toy_tilt.png]
+    python -m trainers.experiments.toy_tilt --sweep   # beta x preferred quadrant x seed; resumable
 
 Prints the target and learned quadrant masses and their L1 error (the paper reports 0.100). The sweep
 writes hub_cards/results/toy_tilt_sweep.{json,md} from the run log hub_cards/results/raw/toy_tilt_sweep.jsonl;
@@ -54,10 +54,9 @@ import tyro
 from gsbpolicy import FlowPolicy, PolicySpec, load_policy, make_policy, sample_noise, save_policy
 from gsbpolicy._cli import FAILURE, USAGE
 from gsbpolicy._io import PolicyFormatError, atomic_write_text
-
-from ._core.cli import fail
-from ._core.runlog import read_jsonl
-from .gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
+from trainers._core.cli import fail
+from trainers._core.runlog import read_jsonl
+from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 
 MODES = np.array([[1.5, 1.5], [-1.5, 1.5], [-1.5, -1.5], [1.5, -1.5]], np.float32)
 """Mixture means, one per quadrant I, II, III, IV."""
@@ -479,7 +478,7 @@ def summarize(records: list[dict], current: dict, base_preference) -> dict:
     if tuple(base_preference) != PAPER_PREFERENCE:
         overrides.append("--preference " + " ".join(f"{v:g}" for v in base_preference))
     return {
-        "command": " ".join(["python -m trainers.toy_tilt --sweep", *overrides]),
+        "command": " ".join(["python -m trainers.experiments.toy_tilt --sweep", *overrides]),
         "settings": current,
         "base_preference": list(base_preference),
         "grid": grid,

@@ -6,7 +6,7 @@ Each finished run is written into the result file at once, and runs already ther
 resumes after an interruption. The claim checked: the mean final deterministic return (results.json, the
 shared evaluation code) of each method lies within one standard deviation (across seeds) of the other's.
 
-    python -m trainers.compare_ppo --seeds 0 1 2 --total-steps 40000
+    python -m trainers.perf.compare_ppo --seeds 0 1 2 --total-steps 40000
 """
 
 import argparse
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._core.runlog import atomic_write_text, git_commit
-from .presets import with_fields
+from trainers._core.runlog import atomic_write_text, git_commit
+from trainers.presets import with_fields
 
 DEFAULT_OUT = Path("hub_cards/results/ppo_agreement.json")
 
@@ -26,13 +26,13 @@ DEFAULT_OUT = Path("hub_cards/results/ppo_agreement.json")
 def run_one(method: str, env: str, seed: int, total_steps: int, run_dir: Path) -> dict:
     """Train one method from scratch in `run_dir`; returns its final result and evaluation curve."""
     if method == "ppo":
-        from .ppo import Sb3Trainer, cpu_preset
+        from trainers.ppo import Sb3Trainer, cpu_preset
 
         def make(args):
             return Sb3Trainer(args)
     else:
-        from ._core.loop import Trainer
-        from .gaussian_ppo import GaussianPpo, cpu_preset
+        from trainers._core.loop import Trainer
+        from trainers.gaussian_ppo import GaussianPpo, cpu_preset
 
         def make(args):
             return Trainer(GaussianPpo(args.algo), args)
@@ -87,7 +87,7 @@ def main(argv=None) -> None:
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/compare_ppo"))
     opts = parser.parse_args(argv)
     record = json.loads(opts.out.read_text()) if opts.out.exists() else {}
-    from .gaussian_ppo import cpu_preset
+    from trainers.gaussian_ppo import cpu_preset
 
     geometry = dataclasses.asdict(cpu_preset(opts.env).rollout)
     setup = {"env": opts.env, "total_steps": opts.total_steps, "preset": "cpu", "rollout": geometry}
@@ -101,7 +101,7 @@ def main(argv=None) -> None:
             record["runs"][method][str(seed)] = run_one(method, opts.env, seed, opts.total_steps, run_dir)
             record["summary"] = summary(record["runs"])
             record["command"] = (
-                f"python -m trainers.compare_ppo --env {opts.env} --total-steps {opts.total_steps}"
+                f"python -m trainers.perf.compare_ppo --env {opts.env} --total-steps {opts.total_steps}"
             )
             record["git_commit"] = git_commit()["commit"]
             opts.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,8 @@
 """What GenPO costs: its closed-form log-determinant against the references' jacrev + slogdet, and GenPO
 against GSB-MDPO in training (a benchmark script, not a test).
 
-    python -m trainers.bench_genpo update [--rows 512] [--repeats 3]   (--repeats 0: memory plan only)
-    python -m trainers.bench_genpo train [--env HalfCheetah-v5] [--num-envs 32] [--iterations 8]
+    python -m trainers.perf.bench_genpo update [--rows 512] [--repeats 3]   (--repeats 0: memory plan only)
+    python -m trainers.perf.bench_genpo train [--env HalfCheetah-v5] [--num-envs 32] [--iterations 8]
 
 `update`: one actor-loss gradient (PPO surrogate + compress on fresh samples) at the gym preset's networks
 (HalfCheetah-v5: obs 17, act 6, 16 steps, 3x256), with log pi_theta(x_N | s) computed (a) as
@@ -31,10 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsbpolicy._sde import prior_log_prob
-
-from .genpo import GenPO, gym_preset
-from .genpo_flow import GenPOFlow
-from .presets import with_fields
+from trainers.genpo import GenPO, gym_preset
+from trainers.genpo_flow import GenPOFlow
+from trainers.presets import with_fields
 
 
 class JacrevFlow(eqx.Module):
@@ -85,8 +84,8 @@ def _time_actor_grad(algo, model, batch, repeats: int) -> tuple[float, float]:
 
 
 def bench_update(rows: int, repeats: int) -> list[dict]:
-    from .gsb_mdpo import GsbMdpo
-    from .gsb_mdpo import gym_preset as gsb_gym_preset
+    from trainers.gsb_mdpo import GsbMdpo
+    from trainers.gsb_mdpo import gym_preset as gsb_gym_preset
 
     genpo_args, gsb_args = gym_preset("HalfCheetah-v5"), gsb_gym_preset("HalfCheetah-v5")
     genpo, gsb = GenPO(genpo_args.algo), GsbMdpo(gsb_args.algo)
@@ -103,14 +102,14 @@ def bench_update(rows: int, repeats: int) -> list[dict]:
 
 def train_child(algo_name: str, env: str, num_envs: int, iterations: int) -> dict:
     """Runs in its own process so that ru_maxrss is this trainer's alone."""
-    from ._core.loop import Trainer
+    from trainers._core.loop import Trainer
 
     if algo_name == "genpo":
-        from .genpo import GenPO as algorithm_type
-        from .genpo import gym_preset as preset
+        from trainers.genpo import GenPO as algorithm_type
+        from trainers.genpo import gym_preset as preset
     else:
-        from .gsb_mdpo import GsbMdpo as algorithm_type
-        from .gsb_mdpo import gym_preset as preset
+        from trainers.gsb_mdpo import GsbMdpo as algorithm_type
+        from trainers.gsb_mdpo import gym_preset as preset
     with tempfile.TemporaryDirectory() as tmp:
         rollout = {"num_envs": num_envs, "unroll_length": 24, "num_minibatches": 4, "epochs": 4}
         args = with_fields(preset(env), total_steps=iterations * num_envs * 24, output_dir=Path(tmp) / "run",
@@ -149,7 +148,7 @@ def main() -> None:
         print(json.dumps(train_child(args.algo, args.env, args.num_envs, args.iterations)))
     else:
         for algo in ("gsb_mdpo", "genpo"):
-            command = [sys.executable, "-m", "trainers.bench_genpo", "train-child", "--algo", algo, "--env", args.env,
+            command = [sys.executable, "-m", "trainers.perf.bench_genpo", "train-child", "--algo", algo, "--env", args.env,
                        "--num-envs", str(args.num_envs), "--iterations", str(args.iterations)]  # fmt: skip
             out = subprocess.run(command, capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 """Performance of the GSB-MDPO update and of Playground collection (a benchmark script, not a test).
 
-    python -m trainers.bench_update [--env CartpoleSwingup] [--num-envs 256] [--repeats 5]
+    python -m trainers.perf.bench_update [--env CartpoleSwingup] [--num-envs 256] [--repeats 5]
 
 1. The minibatch update (path log-likelihoods and drifts recomputed on stored paths, the loss, its
    gradient and Adam, plus the critic) for the `gym` and `playground` preset architectures, as effective
@@ -18,13 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core.config import TrainArgs
-from ._core.envs import PlaygroundEnv
-from ._core.model import ActorCritic, Optimizers, ValueMLP, trainable_mask
-from ._core.rollout import Transition, collect_playground
-from ._core.update import TrainState, make_update
-from .gsb_mdpo import GsbMdpo, gym_preset, playground_preset
-from .presets import with_fields
+from trainers._core.config import TrainArgs
+from trainers._core.envs import PlaygroundEnv
+from trainers._core.model import ActorCritic, Optimizers, ValueMLP, trainable_mask
+from trainers._core.rollout import Transition, collect_playground
+from trainers._core.update import TrainState, make_update
+from trainers.gsb_mdpo import GsbMdpo, gym_preset, playground_preset
+from trainers.presets import with_fields
 
 
 def _time(fn, repeats: int) -> float:

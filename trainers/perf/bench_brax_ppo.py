@@ -12,7 +12,7 @@ checkpoints included); "steady" is the rate of training iterations alone (Brax's
 (deterministic) where we evaluate deterministic and stochastic; Brax does not bootstrap time-limit truncations
 by default. Timings are only meaningful on an otherwise idle machine.
 
-    python -m trainers.bench_brax_ppo --env CartpoleSwingup --total-steps 3000000
+    python -m trainers.perf.bench_brax_ppo --env CartpoleSwingup --total-steps 3000000
 """
 
 import argparse
@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core.runlog import atomic_write_text
+from trainers._core.runlog import atomic_write_text
 
 NUM_ENVS, UNROLL, BATCH, MINIBATCHES, EPOCHS = 1024, 30, 512, 16, 4
 STEPS_PER_ITERATION = UNROLL * BATCH * MINIBATCHES
@@ -69,9 +69,9 @@ def run_brax(env_name: str, total_steps: int, seed: int, num_evals: int) -> dict
 
 
 def run_ours(env_name: str, total_steps: int, seed: int, num_evals: int, run_dir: Path) -> dict:
-    from ._core.loop import Trainer
-    from .gaussian_ppo import GaussianPpo, playground_preset
-    from .presets import with_fields
+    from trainers._core.loop import Trainer
+    from trainers.gaussian_ppo import GaussianPpo, playground_preset
+    from trainers.presets import with_fields
 
     args = with_fields(
         playground_preset(env_name), seed=seed, total_steps=total_steps, output_dir=run_dir,
