@@ -46,6 +46,7 @@ from ._core.algorithm import AbstractAlgorithm
 from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
 from .presets import gym, playground, specialise, with_fields
+from .registry import get_algo
 
 REFERENCE_STEP_STD = 0.05
 """The FPO reference's per-step std in denoising-MDP mode (GoRL's "DPPO paper optimum")."""
@@ -210,7 +211,7 @@ PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset
 
 
 def main(argv=None) -> None:
-    run_cli(Args, PRESETS, Dppo, __doc__, argv)
+    run_cli(Args, PRESETS, Dppo, __doc__, argv, get_algo("dppo").load_hint)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from ._core.algorithm import AbstractAlgorithm
 from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
 from .presets import gym, playground, specialise, with_fields
+from .registry import get_algo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +174,7 @@ PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset
 
 
 def main(argv=None) -> None:
-    run_cli(Args, PRESETS, Fpo, __doc__, argv)
+    run_cli(Args, PRESETS, Fpo, __doc__, argv, get_algo("fpo").load_hint)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from ._core.config import CriticArgs, OptimArgs, RolloutArgs, TrainArgs
 from ._core.evaluation import AlgorithmPredictor
 from .gaussian_actor import GaussianActor, GaussianSpec, load_gaussian, save_gaussian
 from .presets import gym, playground, specialise, with_fields
+from .registry import get_algo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +173,7 @@ def main(argv=None) -> None:
         GaussianPpo,
         __doc__,
         argv,
-        load_hint='from trainers.gaussian_ppo import load; load("{}").predict(obs)',
+        load_hint=get_algo("gaussian_ppo").load_hint,
     )
 
 

@@ -26,6 +26,7 @@ from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainA
 from ._core.evaluation import AlgorithmPredictor
 from .genpo_flow import GenPOFlow, load_genpo, make_genpo, save_genpo
 from .presets import gym, playground, specialise, with_fields
+from .registry import get_algo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +186,7 @@ def main(argv=None) -> None:
         GenPO,
         __doc__,
         argv,
-        load_hint='from trainers.genpo import GenPOPolicy; GenPOPolicy.load("{}")',
+        load_hint=get_algo("genpo").load_hint,
     )
 
 

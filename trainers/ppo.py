@@ -39,6 +39,7 @@ from .gaussian_actor import GaussianActor, save_gaussian  # noqa: E402
 from .gaussian_ppo import GaussianPpo, GaussianPpoArgs  # noqa: E402
 from .gaussian_ppo import cpu_preset as gaussian_cpu  # noqa: E402
 from .presets import gym, playground, specialise, with_fields  # noqa: E402
+from .registry import get_algo  # noqa: E402
 from .sb3_io import load_training_state, make_ppo, to_gaussian_actor, training_state  # noqa: E402
 
 EVALUATOR = GaussianPpo(GaussianPpoArgs())  # exported SB3 policies are evaluated as Gaussian PPO actors
@@ -313,8 +314,7 @@ PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset
 
 
 def main(argv=None) -> None:
-    load_hint = 'from trainers.gaussian_ppo import load; load("{}").predict(obs)'
-    train_main(Args, PRESETS, Sb3Trainer, __doc__, argv, load_hint)
+    train_main(Args, PRESETS, Sb3Trainer, __doc__, argv, get_algo("ppo").load_hint)
 
 
 if __name__ == "__main__":
