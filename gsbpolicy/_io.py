@@ -1,35 +1,42 @@
-"""Saving and loading policies as `config.json` + `model.safetensors` (no pickles).
+"""Policy folders: `config.json` + `model.safetensors` (no pickles), for every kind of policy module.
 
 Tensors are keyed by their pytree path (e.g. `drift_net.mlp.layers.0.weight`, `normalizer.mean`), so the
 file is readable by any safetensors tool. Loading rebuilds the skeleton from the config alone and checks
-every tensor's name, shape and dtype against it before anything is used.
+every tensor's name, shape, dtype and finiteness against it before anything is used. This module holds
+what every kind shares and the flow policy's own format; `_kinds` chooses the kind of a folder.
 """
 
 import dataclasses
 import json
 import os
-import secrets
 from pathlib import Path
+from typing import Literal
 
 import equinox as eqx
 import jax
 import numpy as np
 import safetensors
-import safetensors.numpy
 
 from ._policy import FlowPolicy, make_policy
 from ._spec import FORMAT_VERSION, PolicySpec
+from .files import atomic_write_bytes, atomic_write_text, safetensors_bytes
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 LIBRARY_NAME = "gsbpolicy"
+
+KeyStyle = Literal["dotted", "keystr"]
+"""How a tensor's pytree path becomes its name: `dotted` (`mlp.layers.0.weight`, flow and GenPO folders)
+or `keystr` (`.mlp.layers[0].weight`, jax's own `keystr`, which the Gaussian folders were written with)."""
 
 
 class PolicyFormatError(ValueError):
     """A policy folder's files are corrupted, truncated, of an unknown version or inconsistent."""
 
 
-def _leaf_key(path) -> str:
+def _leaf_key(path, key_style: KeyStyle = "dotted") -> str:
+    if key_style == "keystr":
+        return jax.tree_util.keystr(path)
     return jax.tree_util.keystr(path, simple=True, separator=".")
 
 
@@ -37,10 +44,10 @@ def _is_leaf_array(x) -> bool:
     return isinstance(x, jax.ShapeDtypeStruct) or eqx.is_array(x)
 
 
-def policy_tensors(policy: FlowPolicy) -> dict[str, np.ndarray]:
-    """The policy's arrays as a flat {pytree path: numpy array} dict, for saving (`require_finite`)."""
-    leaves = jax.tree_util.tree_leaves_with_path(eqx.filter(policy, eqx.is_array))
-    return require_finite({_leaf_key(path): np.asarray(leaf) for path, leaf in leaves})
+def module_tensors(module: eqx.Module, key_style: KeyStyle = "dotted") -> dict[str, np.ndarray]:
+    """A module's arrays as a flat {pytree path: numpy array} dict, for saving (`require_finite`)."""
+    leaves = jax.tree_util.tree_leaves_with_path(eqx.filter(module, eqx.is_array))
+    return require_finite({_leaf_key(path, key_style): np.asarray(leaf) for path, leaf in leaves})
 
 
 def require_finite(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -56,32 +63,34 @@ def require_finite(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return tensors
 
 
-def atomic_write(path: Path, write) -> None:
-    """Write through a temporary file in the same folder and rename, so a crash never leaves half a file.
+def write_policy_files(
+    directory: str | os.PathLike, tensors: dict[str, np.ndarray], metadata: dict[str, str], config: dict
+) -> Path:
+    """Write `model.safetensors` then `config.json` into `directory` (created if needed), atomically."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(directory / WEIGHTS_NAME, safetensors_bytes(tensors, metadata))
+    atomic_write_text(directory / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return directory
 
-    The temporary file is created with mode 0666 filtered by the umask, as `open` does (not 0600 as
-    `tempfile.mkstemp` would), so shared run folders stay readable by the group when the umask says so.
-    """
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+
+def read_config(config_path: str | os.PathLike) -> dict:
+    """A config.json as a dict; a missing, unreadable or non-object file is a one-line error."""
+    config_path = Path(config_path)
+    if not config_path.is_file():
+        raise FileNotFoundError(f"policy config not found: {config_path}")
     try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        config = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise PolicyFormatError(f"{config_path} is not valid JSON ({err}); the file is corrupted") from err
+    if not isinstance(config, dict):
+        raise PolicyFormatError(f"{config_path} holds {type(config).__name__}, not a JSON object")
+    return config
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    atomic_write(Path(path), lambda tmp: Path(tmp).write_bytes(data))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text))
-
-
+# ------------------------------------------------------------------------------------- the flow format
 def config_dict(spec: PolicySpec) -> dict:
-    """The content of config.json."""
+    """The content of a flow policy's config.json."""
     from . import __version__
 
     return {
@@ -92,51 +101,23 @@ def config_dict(spec: PolicySpec) -> dict:
     }
 
 
-def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
-    """`safetensors.numpy.save` with the header's metadata in sorted key order.
-
-    safetensors writes `__metadata__` from a Rust HashMap, whose order changes from process to process;
-    sorting it makes saving the same tensors give the same bytes (checksums, Hub deduplication)."""
-    data = safetensors.numpy.save(tensors, metadata)
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + size])
-    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
-    text += b" " * (-len(text) % 8)  # the format pads the header to a multiple of 8 bytes with spaces
-    return len(text).to_bytes(8, "little") + text + data[8 + size :]
-
-
-def save_policy(policy: FlowPolicy, directory: str | os.PathLike) -> Path:
-    """Write `config.json` and `model.safetensors` into `directory` (created if needed); returns it.
+def save_flow(policy: FlowPolicy, directory: str | os.PathLike) -> Path:
+    """Write a `FlowPolicy`'s `config.json` and `model.safetensors` into `directory`; returns it.
 
     The weights' metadata holds the spec and its hash, so loading can tell a config.json edited after
     saving from the one the weights were trained with. Refuses non-finite weights (nothing is written)."""
-    directory = Path(directory)
-    tensors = policy_tensors(policy)
     metadata = {
         "format": LIBRARY_NAME,
         "format_version": str(FORMAT_VERSION),
         "spec": json.dumps(policy.spec.to_dict(), sort_keys=True),
         "spec_hash": policy.spec.hash(),
     }
-    directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(directory / WEIGHTS_NAME, safetensors_bytes(tensors, metadata))
-    atomic_write_text(
-        directory / CONFIG_NAME, json.dumps(config_dict(policy.spec), indent=2, sort_keys=True) + "\n"
-    )
-    return directory
+    return write_policy_files(directory, module_tensors(policy), metadata, config_dict(policy.spec))
 
 
-def read_spec(config_path: str | os.PathLike) -> PolicySpec:
-    """Parse and validate a config.json into a `PolicySpec`."""
-    config_path = Path(config_path)
-    if not config_path.is_file():
-        raise FileNotFoundError(f"policy config not found: {config_path}")
-    try:
-        config = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise PolicyFormatError(f"{config_path} is not valid JSON ({err}); the file is corrupted") from err
-    if not isinstance(config, dict) or not isinstance(config.get("spec"), dict):
+def spec_from_config(config: dict, config_path: Path) -> PolicySpec:
+    """Validate a flow policy's config.json (already parsed) into a `PolicySpec`."""
+    if not isinstance(config.get("spec"), dict):
         raise PolicyFormatError(f"{config_path} has no 'spec' entry; it is not a gsbpolicy config")
     version = config.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool):
@@ -153,6 +134,11 @@ def read_spec(config_path: str | os.PathLike) -> PolicySpec:
         return PolicySpec.from_dict(config["spec"])
     except (TypeError, ValueError) as err:
         raise PolicyFormatError(f"{config_path}: invalid policy spec: {err}") from err
+
+
+def read_spec(config_path: str | os.PathLike) -> PolicySpec:
+    """Parse and validate a flow policy's config.json into a `PolicySpec`."""
+    return spec_from_config(read_config(config_path), Path(config_path))
 
 
 def _read_weights(weights_path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -193,29 +179,35 @@ def _check_saved_spec(spec: PolicySpec, metadata: dict[str, str], weights_path: 
 
 
 def load_weights(spec: PolicySpec, weights_path: str | os.PathLike) -> FlowPolicy:
-    """Build the skeleton for `spec` and fill it from a safetensors file written for that spec."""
+    """Build the flow skeleton for `spec` and fill it from a safetensors file written for that spec."""
     weights_path = Path(weights_path)
     tensors, metadata = _read_weights(weights_path)
     _check_saved_spec(spec, metadata, weights_path)
     skeleton = eqx.filter_eval_shape(make_policy, spec, key=jax.random.key(0))
-    return _fill(skeleton, tensors, weights_path)
+    return _fill(skeleton, tensors, weights_path, "dotted")
 
 
-def load_into(skeleton, weights_path: str | os.PathLike):
+def load_flow(config: dict, config_path: Path, weights_path: Path) -> FlowPolicy:
+    """The `FlowPolicy` described by a flow config.json (already parsed) with the weights of `weights_path`."""
+    return load_weights(spec_from_config(config, config_path), weights_path)
+
+
+# ------------------------------------------------------------------------------------- any module
+def load_into(skeleton, weights_path: str | os.PathLike, key_style: KeyStyle = "dotted"):
     """Fill a module skeleton (arrays as `jax.ShapeDtypeStruct`, e.g. from `eqx.filter_eval_shape`) from a
     safetensors file, checking every tensor's name, shape, dtype and finiteness."""
     weights_path = Path(weights_path)
-    return _fill(skeleton, _read_weights(weights_path)[0], weights_path)
+    return _fill(skeleton, _read_weights(weights_path)[0], weights_path, key_style)
 
 
-def _fill(skeleton, tensors: dict[str, np.ndarray], weights_path: Path):
+def _fill(skeleton, tensors: dict[str, np.ndarray], weights_path: Path, key_style: KeyStyle):
     leaves, treedef = jax.tree_util.tree_flatten_with_path(skeleton, is_leaf=_is_leaf_array)
     filled, used = [], set()
     for path, leaf in leaves:
         if not isinstance(leaf, jax.ShapeDtypeStruct):
             filled.append(leaf)
             continue
-        key = _leaf_key(path)
+        key = _leaf_key(path, key_style)
         if key not in tensors:
             raise PolicyFormatError(f"{weights_path} lacks tensor {key!r} required by the config")
         value = tensors[key]
@@ -234,11 +226,3 @@ def _fill(skeleton, tensors: dict[str, np.ndarray], weights_path: Path):
     if extra:
         raise PolicyFormatError(f"{weights_path} has tensors the config does not describe: {extra}")
     return jax.tree_util.tree_unflatten(treedef, filled)
-
-
-def load_policy(directory: str | os.PathLike) -> FlowPolicy:
-    """Load a policy folder written by `save_policy`."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"policy folder not found: {directory}")
-    return load_weights(read_spec(directory / CONFIG_NAME), directory / WEIGHTS_NAME)

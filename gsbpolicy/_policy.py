@@ -94,6 +94,10 @@ class FlowPolicy(eqx.Module):
         """Stochastic env action for the given noise [N+1, act_dim]."""
         return self.to_env(self.sample_final(obs, noise))
 
+    def noise_shape(self) -> tuple[int, int]:
+        """Shape [N+1, act_dim] of the noise one stochastic action consumes."""
+        return noise_shape(self.spec)
+
     def with_normalizer(self, normalizer: RunningNorm) -> "FlowPolicy":
         """A copy with other observation statistics."""
         return eqx.tree_at(lambda p: p.normalizer, self, normalizer)
@@ -130,6 +134,7 @@ def sample_noise(key: Key, spec: PolicySpec, batch_shape: tuple[int, ...] = ()) 
     return jax.random.normal(key, (*batch_shape, *noise_shape(spec)))
 
 
-def numpy_noise(rng: np.random.Generator, spec: PolicySpec, batch: int) -> np.ndarray:
-    """Host-side noise for `batch` samples, float32 (what GSBPolicy and the ONNX runtime feed)."""
-    return rng.standard_normal((batch, *noise_shape(spec)), dtype=np.float32)
+def numpy_noise(rng: np.random.Generator, shape: tuple[int, ...], batch: int) -> np.ndarray:
+    """Host-side noise for `batch` samples of one-sample `shape`, float32 (what GSBPolicy and the ONNX
+    runtime feed)."""
+    return rng.standard_normal((batch, *shape), dtype=np.float32)

@@ -1,8 +1,9 @@
 """`GSBPolicy`: the user-facing policy object (predict, from_pretrained, save_pretrained, push_to_hub).
 
-It is a plain class holding a `FlowPolicy` module: an Equinox module is a frozen dataclass and cannot
-inherit huggingface_hub's `ModelHubMixin` (its `__new__` assigns an attribute). `predict` follows
-Stable-Baselines3's contract, so SB3's `evaluate_policy` scores a `GSBPolicy` unchanged.
+It is a plain class holding a policy module of any kind (a `FlowPolicy`, a `GaussianActor` or a
+`GenPOFlow`): an Equinox module is a frozen dataclass and cannot inherit huggingface_hub's
+`ModelHubMixin` (its `__new__` assigns an attribute). `predict` follows Stable-Baselines3's contract, so
+SB3's `evaluate_policy` scores a `GSBPolicy` unchanged.
 """
 
 import os
@@ -14,9 +15,9 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._io import CONFIG_NAME, WEIGHTS_NAME, load_policy, load_weights, read_spec, save_policy
+from ._io import CONFIG_NAME, WEIGHTS_NAME
+from ._kinds import kind_of, load_files, load_policy, save_policy
 from ._policy import FlowPolicy, numpy_noise
-from ._spec import PolicySpec
 
 
 def _looks_like_local_path(name: str) -> bool:
@@ -63,16 +64,17 @@ def _staged_extra_files(extra_files: dict, staging: Path) -> list[tuple[Path, Pa
 
 
 class GSBPolicy:
-    """A trained flow policy ready to act: numpy in, numpy out, actions inside the env's bounds.
+    """A trained policy ready to act: numpy in, numpy out, actions inside the env's bounds.
 
     Args:
-        policy: the `FlowPolicy` module.
+        policy: the policy module: a `FlowPolicy` (GSB-MDPO, DPPO, FPO), a `GaussianActor` (Gaussian PPO,
+            SB3 PPO) or a `GenPOFlow` (GenPO).
         seed: seed of the host-side noise generator used by stochastic (`deterministic=False`) calls.
     """
 
-    def __init__(self, policy: FlowPolicy, *, seed: int = 0):
-        if not isinstance(policy, FlowPolicy):
-            raise TypeError(f"GSBPolicy wraps a FlowPolicy, got {type(policy).__name__}")
+    def __init__(self, policy, *, seed: int = 0):
+        self.kind = kind_of(policy).name
+        """`flow`, `gaussian` or `genpo`."""
         self.policy = policy
         self._params, static = eqx.partition(policy, eqx.is_array)
         self._rng = np.random.default_rng(seed)
@@ -88,9 +90,16 @@ class GSBPolicy:
 
     # ----------------------------------------------------------------- description
     @property
-    def spec(self) -> PolicySpec:
-        """The policy's architecture, sampler and action-space description."""
+    def spec(self):
+        """The policy's architecture, sampler and action-space description (a `PolicySpec` for flow and
+        GenPO policies, a `GaussianSpec` for Gaussian ones)."""
         return self.policy.spec
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        """Shape of the noise one stochastic action consumes: [N+1, act_dim] for a flow policy (row 0 is
+        a^(0)), [act_dim] for a Gaussian one, [2 * act_dim] (the prior sample x_0) for GenPO."""
+        return self.policy.noise_shape()
 
     @property
     def observation_space(self):
@@ -105,7 +114,7 @@ class GSBPolicy:
         import gymnasium
 
         spec = self.spec
-        if spec.squash == "none":
+        if spec.action_low is None:  # a flow policy with squash "none" and no bounds
             return gymnasium.spaces.Box(-np.inf, np.inf, (spec.act_dim,), np.float32)
         low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
         return gymnasium.spaces.Box(low, high, dtype=np.float32)
@@ -116,9 +125,10 @@ class GSBPolicy:
 
     def __repr__(self) -> str:
         s = self.spec
+        steps = "" if self.kind == "gaussian" else f", num_steps={s.num_steps}"
         return (
-            f"GSBPolicy(env_id={s.env_id!r}, obs_dim={s.obs_dim}, act_dim={s.act_dim}, "
-            f"num_steps={s.num_steps}, mlp={s.depth}x{s.width} {s.activation})"
+            f"GSBPolicy(kind={self.kind!r}, env_id={s.env_id!r}, obs_dim={s.obs_dim}, act_dim={s.act_dim}"
+            f"{steps}, mlp={s.depth}x{s.width} {s.activation})"
         )
 
     # ----------------------------------------------------------------- acting
@@ -152,7 +162,7 @@ class GSBPolicy:
         return np.asarray(obs, np.float32), single
 
     def _check_noise(self, noise, batch_shape: tuple[int, ...], name: str = "noise") -> np.ndarray:
-        expected = (*batch_shape, self.spec.num_steps + 1, self.spec.act_dim)
+        expected = (*batch_shape, *self.noise_shape)
         if np.shape(noise) != expected:
             raise ValueError(f"{name} shape {np.shape(noise)} does not match {expected}")
         noise = np.asarray(noise, np.float32)
@@ -175,7 +185,7 @@ class GSBPolicy:
     def act(self, obs, noise: np.ndarray | None = None) -> np.ndarray:
         """Env action(s) for a single observation or a batch; deterministic ODE unless `noise` is given.
 
-        `noise` has shape [N+1, act_dim] (single) or [B, N+1, act_dim] (batch). Each batch size is
+        `noise` has shape `noise_shape` (single) or [B, *noise_shape] (batch). Each batch size is
         compiled once and cached. Observations and noise must be finite (ValueError otherwise); actions are
         always inside the action bounds, and a NaN action (only possible through an overflow in the
         network) raises FloatingPointError instead of reaching the env.
@@ -192,18 +202,22 @@ class GSBPolicy:
             observation: one observation [obs_dim] or a batch [B, obs_dim].
             state: recurrent state; returned unchanged (the policy is not recurrent).
             episode_start: ignored (kept for SB3 compatibility).
-            deterministic: the deterministic ODE policy (a^(0) = 0, no noise) if True, else an SDE sample
-                with noise from this object's generator.
+            deterministic: the deterministic policy if True (a flow's ODE from a^(0) = 0, a Gaussian's
+                mean, GenPO's flow from x_0 = 0), else a sample with noise from this object's generator.
         """
         obs, single = self._check_obs(observation)
         noise = None
         if not deterministic:
-            noise = numpy_noise(self._rng, self.spec, 1 if single else obs.shape[0])
+            noise = numpy_noise(self._rng, self.noise_shape, 1 if single else obs.shape[0])
             noise = noise[0] if single else noise
         return self._run(obs, single, noise), state
 
     # ----------------------------------------------------------------- research access
     def _check_batch(self, obs, rows, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(self.policy, FlowPolicy):
+            raise TypeError(
+                f"paths and their log-densities belong to flow policies; this is a {self.kind} policy"
+            )
         obs, single = self._check_obs(obs)
         if single:
             raise ValueError(f"observation shape {obs.shape} is one observation; pass a batch [B, obs_dim]")
@@ -234,7 +248,8 @@ class GSBPolicy:
         token: str | bool | None = None,
         seed: int = 0,
     ) -> "GSBPolicy":
-        """Load from a local policy folder or a Hugging Face Hub repo id.
+        """Load a policy of any kind (flow, Gaussian, GenPO: its config.json says which) from a local
+        policy folder or a Hugging Face Hub repo id.
 
         Hub files go through huggingface_hub's cache, so `HF_HUB_OFFLINE=1` and `local_files_only=True`
         load a previously downloaded revision without any network access.
@@ -280,8 +295,7 @@ class GSBPolicy:
                     response=err.response,
                 ) from None
 
-        spec = read_spec(fetch(CONFIG_NAME))
-        return cls(load_weights(spec, fetch(WEIGHTS_NAME)), seed=seed)
+        return cls(load_files(fetch(CONFIG_NAME), fetch(WEIGHTS_NAME)), seed=seed)
 
     def push_to_hub(
         self,

@@ -9,14 +9,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from gsbpolicy import (
+    GaussianActor,
+    GaussianSpec,
+    GSBPolicy,
+    PolicyFormatError,
+    load_policy,
+    save_policy,
+    tanh_log_det,
+)
 from trainers._core.loop import Trainer
-from trainers.gaussian_actor import GaussianActor, GaussianSpec, load_gaussian, save_gaussian, tanh_log_det
 from trainers.gaussian_ppo import (
     GaussianPpo,
     GaussianPpoArgs,
     cpu_preset,
     gym_preset,
-    load,
     main,
     playground_preset,
 )
@@ -107,8 +114,8 @@ def test_loss_at_old_parameters_is_minus_mean_advantage():
 @pytest.mark.parametrize("std", ["state", "param"])
 def test_policy_folder_round_trip(tmp_path, std):
     actor = make_actor(std, "tanh" if std == "state" else "clip")
-    save_gaussian(actor, tmp_path / "policy")
-    loaded = load_gaussian(tmp_path / "policy")
+    save_policy(actor, tmp_path / "policy")
+    loaded = load_policy(tmp_path / "policy")
     assert loaded.spec == actor.spec
     for a, b in zip(
         jax.tree.leaves(eqx.filter(actor, eqx.is_array)),
@@ -119,10 +126,10 @@ def test_policy_folder_round_trip(tmp_path, std):
     config = json.loads((tmp_path / "policy" / "config.json").read_text())
     config["format_version"] = 99
     (tmp_path / "policy" / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="gaussian_mlp v1"):
-        load_gaussian(tmp_path / "policy")
-    with pytest.raises(ValueError, match="config.json"):
-        load_gaussian(tmp_path / "missing")
+    with pytest.raises(PolicyFormatError, match="gaussian_mlp policy of format_version 99"):
+        load_policy(tmp_path / "policy")
+    with pytest.raises(FileNotFoundError, match="policy folder not found"):
+        load_policy(tmp_path / "missing")
 
 
 def test_bad_config_is_rejected(tmp_path):
@@ -149,7 +156,7 @@ def test_runs_end_to_end_and_its_folder_loads(tmp_path):
     results = json.loads((policy_dir / "results.json").read_text())
     assert results["algo"] == "gaussian_ppo" and results["n_episodes"] == 2 and results["env_steps"] == 256
     obs = np.array([0.01, -0.02, 0.1, 0.0], np.float32)
-    action, _ = load(policy_dir).predict(obs)
+    action, _ = GSBPolicy.from_pretrained(policy_dir).predict(obs)
     expected = trainer.algorithm.deterministic_act(trainer.state.model.actor, jnp.asarray(obs)[None])[0]
     np.testing.assert_allclose(action, expected, atol=1e-6)
 
@@ -188,10 +195,10 @@ def test_gaussian_folder_bytes_are_deterministic_and_non_finite_weights_are_refu
     spec = GaussianSpec(obs_dim=3, act_dim=2, action_low=(-1.0, -1.0), action_high=(1.0, 1.0), width=8, depth=1,
                         activation="tanh", std="param", squash="clip", env_id="x")  # fmt: skip
     actor = GaussianActor(spec, key=jax.random.key(0))
-    first, second = save_gaussian(actor, tmp_path / "a"), save_gaussian(actor, tmp_path / "b")
+    first, second = save_policy(actor, tmp_path / "a"), save_policy(actor, tmp_path / "b")
     for name in ("model.safetensors", "config.json"):
         assert (first / name).read_bytes() == (second / name).read_bytes()
     diverged = eqx.tree_at(lambda m: m.log_std, actor, actor.log_std * jnp.nan)
     with pytest.raises(ValueError, match="non-finite weights: tensor '.log_std'"):
-        save_gaussian(diverged, tmp_path / "c")
+        save_policy(diverged, tmp_path / "c")
     assert not (tmp_path / "c" / "model.safetensors").exists()

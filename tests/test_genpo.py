@@ -9,11 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import PolicyFormatError, PolicySpec, evaluate
-from gsbpolicy._sde import prior_log_prob
+from gsbpolicy import GSBPolicy, PolicySpec, evaluate, load_policy, make_genpo, prior_log_prob, save_policy
 from trainers._core.loop import Trainer
-from trainers.genpo import GenPO, GenPOArgs, GenPOPolicy, cpu_preset, gym_preset, playground_preset
-from trainers.genpo_flow import load_genpo, make_genpo, save_genpo
+from trainers.genpo import GenPO, GenPOArgs, cpu_preset, gym_preset, playground_preset
 from trainers.presets import with_fields
 
 
@@ -135,18 +133,15 @@ def test_loss_at_the_rollout_policy_is_the_plain_surrogate_plus_compress():
 
 def test_save_load_round_trip_and_clear_errors(tmp_path):
     actor = flow(2, 3, 0.8)
-    save_genpo(actor, tmp_path / "policy")
-    loaded = load_genpo(tmp_path / "policy")
+    save_policy(actor, tmp_path / "policy")
+    loaded = load_policy(tmp_path / "policy")
     assert loaded.mix == 0.8 and loaded.spec == actor.spec
     leaves = [jax.tree.leaves(eqx.filter(m, eqx.is_array)) for m in (actor, loaded)]
     for a, b in zip(*leaves, strict=True):
         np.testing.assert_array_equal(a, b)
-    from gsbpolicy import GSBPolicy
-
-    with pytest.raises(PolicyFormatError, match="no 'spec' entry"):
-        GSBPolicy.from_pretrained(tmp_path / "policy")
+    assert GSBPolicy.from_pretrained(tmp_path / "policy").kind == "genpo"
     with pytest.raises(FileNotFoundError):
-        load_genpo(tmp_path / "missing")
+        load_policy(tmp_path / "missing")
     with pytest.raises(ValueError, match=r"p must be in \(0, 1\]"):
         make_genpo(actor.spec, 0.0, key=jax.random.key(0))
 
@@ -198,10 +193,10 @@ def test_trainer_writes_its_run_folder_and_a_loadable_policy(tiny_run):
     assert {"train/clip_frac", "train/approx_kl", "train/compress_gap", "train/value_loss"} <= set(lines[0])
     results = json.loads((policy_dir / "results.json").read_text())
     assert results["algo"] == "genpo" and results["n_episodes"] == 2 and results["env_steps"] == 4 * 64
-    policy = GenPOPolicy.load(policy_dir)
+    policy = GSBPolicy.from_pretrained(policy_dir)
     obs = np.linspace(-0.1, 0.1, 4, dtype=np.float32)
     action, _ = policy.predict(obs, deterministic=True)
     assert action.shape == (1,) and abs(float(action[0])) <= 3.0
-    assert float(action[0]) == pytest.approx(float(policy.actor.act(jnp.asarray(obs))[0]), abs=1e-6)
+    assert float(action[0]) == pytest.approx(float(policy.policy.act(jnp.asarray(obs))[0]), abs=1e-6)
     result = evaluate(policy, "InvertedPendulum-v5", n_episodes=2, seed=0)
     assert result.n_episodes == 2 and result.mean > 0

@@ -10,10 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import sample_noise
+from gsbpolicy import GaussianActor, GaussianSpec, sample_noise
 from trainers.dppo import ChainExtras, Dppo, DppoArgs
 from trainers.fpo import Fpo, FpoArgs
-from trainers.gaussian_actor import GaussianActor, GaussianSpec
 from trainers.gaussian_ppo import GaussianPpo, GaussianPpoArgs
 from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 

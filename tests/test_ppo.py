@@ -13,12 +13,11 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-from gsbpolicy import evaluate
+from gsbpolicy import GSBPolicy, evaluate
 from trainers._core.envs import PlaygroundEnv
 from trainers._core.rundir import RunFolderError
 from trainers._core.sb3_vecenv import PlaygroundVecEnv
 from trainers._core.update import NonFiniteError
-from trainers.gaussian_ppo import load
 from trainers.ppo import Sb3Trainer, cpu_preset, main
 from trainers.presets import with_fields
 
@@ -67,7 +66,7 @@ def test_exported_policy_equals_sb3(trained):
     model, vecnorm = trainer.model, trainer.normalizer
     obs = np.random.default_rng(0).normal(0, 0.5, (16, 4)).astype(np.float32)
     sb3_actions, _ = model.predict(vecnorm.normalize_obs(obs), deterministic=True)
-    ours, _ = load(policy_dir).predict(obs)
+    ours, _ = GSBPolicy.from_pretrained(policy_dir).predict(obs)
     np.testing.assert_allclose(ours, sb3_actions, atol=1e-5)
     actor = trainer.actor()
     u = np.random.default_rng(1).normal(0, 1, (16, 1)).astype(np.float32)
@@ -90,7 +89,11 @@ def test_sb3_evaluate_policy_and_ours_agree(trained):
         trainer.model, venv, episodes, deterministic=True, return_episode_rewards=True
     )
     ours = evaluate(
-        load(policy_dir), gymnasium.make_vec(ENV, 3, vectorization_mode="sync"), episodes, True, seed
+        GSBPolicy.from_pretrained(policy_dir),
+        gymnasium.make_vec(ENV, 3, vectorization_mode="sync"),
+        episodes,
+        True,
+        seed,
     )
     np.testing.assert_allclose(ours.returns, sb3_returns)
     assert list(ours.lengths) == list(sb3_lengths)

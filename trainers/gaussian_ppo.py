@@ -1,5 +1,5 @@
 """Gaussian PPO in the shared pipeline: the same envs, rollouts, GAE, critic, evaluation and run folder as
-GSB-MDPO, with a Gaussian MLP actor (trainers.gaussian_actor) and PPO's clipped surrogate
+GSB-MDPO, with a Gaussian MLP actor (gsbpolicy.GaussianActor) and PPO's clipped surrogate
 
     L = -E[ min(r A, clip(r, 1 - eps, 1 + eps) A) ] - c_ent * H,   r = pi(u | s) / pi_old(u | s)
 
@@ -16,11 +16,11 @@ from typing import Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from gsbpolicy import GaussianActor, GaussianSpec
+
 from ._core.algorithm import AbstractAlgorithm
 from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, RolloutArgs, TrainArgs
-from ._core.evaluation import AlgorithmPredictor
-from .gaussian_actor import GaussianActor, GaussianSpec, load_gaussian, save_gaussian
 from .presets import gym, playground, specialise, with_fields
 from .registry import get_algo
 
@@ -109,16 +109,6 @@ class GaussianPpo(AbstractAlgorithm):
 
     def deterministic_act(self, actor: GaussianActor, obs):
         return jax.vmap(actor.act)(obs)
-
-    def save_actor(self, actor: GaussianActor, directory) -> None:
-        save_gaussian(actor, directory)
-
-
-def load(directory, seed: int = 0) -> AlgorithmPredictor:
-    """A policy folder written by this trainer (or exported by trainers.ppo) as an SB3-style predictor:
-    `predict(obs, state=None, episode_start=None, deterministic=True) -> (action, state)`, usable by
-    `gsbpolicy.evaluate` and SB3's `evaluate_policy`. `seed` seeds the stochastic actions."""
-    return AlgorithmPredictor(GaussianPpo(GaussianPpoArgs()), load_gaussian(directory), seed)
 
 
 def playground_preset(env: str | None) -> Args:

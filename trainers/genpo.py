@@ -1,9 +1,9 @@
 """GenPO: PPO on an invertible coupled flow with exact likelihoods (Ding et al. 2025), as in FlowRL.
 
-The actor (`trainers.genpo_flow.GenPOFlow`) maps x_0 ~ N(0, I_2d) to a doubled action x_N = (z, y) by N
+The actor (`gsbpolicy.GenPOFlow`) maps x_0 ~ N(0, I_2d) to a doubled action x_N = (z, y) by N
 coupled, mixed steps; the env gets z. The rollout stores the full x_N and log pi_old(x_N | s); the update
 recomputes log pi_theta(x_N | s) exactly through the inverse flow (its log-determinant is the constant
-2 d N log p, derived in genpo_flow.py) and minimises
+2 d N log p, derived in gsbpolicy's `_coupling` module) and minimises
 
     L = -E[min(r A, clip(r, 1 +- eps) A)] + c_ent E[log pi_theta(x_N | s)] + c_comp E[sqrt(|z - y|^2 + 1e-8)]
 
@@ -12,19 +12,16 @@ shared critic MSE. Run `python -m trainers.genpo --help`.
 """
 
 import dataclasses
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy._sde import prior_log_prob
+from gsbpolicy import GenPOFlow, make_genpo, prior_log_prob
 
 from ._core.algorithm import AbstractAlgorithm
 from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
-from ._core.evaluation import AlgorithmPredictor
-from .genpo_flow import GenPOFlow, load_genpo, make_genpo, save_genpo
 from .presets import gym, playground, specialise, with_fields
 from .registry import get_algo
 
@@ -120,18 +117,6 @@ class GenPO(AbstractAlgorithm):
             "adv_std": jnp.std(advantages),
         }
         return loss, metrics
-
-    def save_actor(self, actor: GenPOFlow, directory: Path) -> None:
-        save_genpo(actor, directory)
-
-
-class GenPOPolicy(AlgorithmPredictor):
-    """A saved GenPO actor with SB3's `predict(obs, state, episode_start, deterministic)`, so that
-    `gsbpolicy.evaluate` scores it; deterministic = the flow from x_0 = 0."""
-
-    @classmethod
-    def load(cls, directory: str | Path, *, seed: int = 0) -> "GenPOPolicy":
-        return cls(GenPO(GenPOArgs()), load_genpo(directory), seed)
 
 
 def playground_preset(env: str | None) -> Args:

@@ -25,6 +25,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from gsbpolicy import GaussianActor, save_policy  # noqa: E402
+
 from ._core.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
 from ._core.cli import train_main  # noqa: E402
 from ._core.config import CriticArgs, OptimArgs, TrainArgs, output_path  # noqa: E402
@@ -35,7 +37,6 @@ from ._core.rundir import open_run_folder  # noqa: E402
 from ._core.runlog import RunLogger, write_run_json  # noqa: E402
 from ._core.sb3_vecenv import EpisodeCollector, make_sb3_env  # noqa: E402
 from ._core.update import NonFiniteError  # noqa: E402
-from .gaussian_actor import GaussianActor, save_gaussian  # noqa: E402
 from .gaussian_ppo import GaussianPpo, GaussianPpoArgs  # noqa: E402
 from .gaussian_ppo import cpu_preset as gaussian_cpu  # noqa: E402
 from .presets import gym, playground, specialise, with_fields  # noqa: E402
@@ -228,7 +229,7 @@ class Sb3Trainer:
     def finish(self):
         """The policy folder (config.json, model.safetensors, results.json), as the shared loop writes it."""
         args, policy_dir = self.args, self.run_dir / "policy"
-        save_gaussian(self.actor(), policy_dir)
+        save_policy(self.actor(), policy_dir)
         returns, lengths = self.evaluate(True, args.eval.final_episodes)
         write_results(policy_dir, env_id=args.env, algo="ppo", returns=returns, lengths=lengths, seed=args.seed,
                       env_steps=int(self.model.num_timesteps), eval_seed=eval_seed(args.seed, self.iteration))  # fmt: skip

@@ -14,9 +14,7 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 
-from gsbpolicy import RunningNorm
-
-from .gaussian_actor import GaussianActor, GaussianSpec
+from gsbpolicy import GaussianActor, GaussianSpec, RunningNorm
 
 TORCH_ACTIVATIONS = {"tanh": torch.nn.Tanh, "elu": torch.nn.ELU, "silu": torch.nn.SiLU, "relu": torch.nn.ReLU}
 ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")

@@ -6,7 +6,7 @@ against GSB-MDPO in training (a benchmark script, not a test).
 
 `update`: one actor-loss gradient (PPO surrogate + compress on fresh samples) at the gym preset's networks
 (HalfCheetah-v5: obs 17, act 6, 16 steps, 3x256), with log pi_theta(x_N | s) computed (a) as
-log N(f^{-1}(x_N)) - 2 d N log p (trainers.genpo_flow) and (b) as the references do, log N(f^{-1}(x_N)) +
+log N(f^{-1}(x_N)) - 2 d N log p (gsbpolicy.GenPOFlow) and (b) as the references do, log N(f^{-1}(x_N)) +
 slogdet(jacrev(f^{-1})(x_N)) with the full 2d x 2d Jacobian (FlowRL `log_prob_via_inverse`); and GSB-MDPO's
 actor-loss gradient at its own gym preset for scale. Reports the median time and XLA's planned temporary
 memory of the compiled gradient (device-independent).
@@ -30,9 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsbpolicy._sde import prior_log_prob
+from gsbpolicy import GenPOFlow, prior_log_prob
 from trainers.genpo import GenPO, gym_preset
-from trainers.genpo_flow import GenPOFlow
 from trainers.presets import with_fields
 
 

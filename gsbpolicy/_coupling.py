@@ -23,30 +23,29 @@ det [[p, 1-p], [1-p, p]]^d = (2p - 1)^d, also constant; the references use the n
 
 exact and O(1) for the determinant, where the references build the full 2d x 2d Jacobian with `jacrev` and
 `slogdet` per sample (2d reverse passes through 2N network calls, differentiated again in the loss; the
-likely cause of GenPO's 65 GB in the paper's Table 3, see trainers/bench_genpo.py). tests/test_genpo.py checks it against slogdet(jacfwd) of
-the N-step map. A consequence: the policy entropy H = d (1 + log 2 pi) + 2 d N log p is a constant too.
+likely cause of GenPO's 65 GB in the paper's Table 3). The tests check it against slogdet(jacfwd) of the
+N-step map. A consequence: the policy entropy H = d (1 + log 2 pi) + 2 d N log p is a constant too.
 
 The env action is the first half z (pre-refactor FlowRL b85a88a, the version the paper cites; the official
 repository and FlowRL HEAD use (z + y)/2), squashed into the bounds by `FlowPolicy.to_env`'s rule.
 """
 
-import json
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import PolicySpec, RunningNorm
-from gsbpolicy._io import atomic_write_bytes, load_into, policy_tensors, safetensors_bytes
-from gsbpolicy._networks import DriftMLP
-from gsbpolicy._policy import FlowPolicy
-from gsbpolicy._sde import prior_log_prob
-from gsbpolicy._types import Key, Obs, Scalar
+from ._io import PolicyFormatError, load_into, module_tensors, write_policy_files
+from ._networks import DriftMLP
+from ._normalizer import RunningNorm
+from ._policy import FlowPolicy
+from ._sde import prior_log_prob
+from ._spec import PolicySpec
+from ._types import Key, Obs, Scalar
 
-from ._core.runlog import atomic_write_text
-
-CONFIG_NAME, WEIGHTS_NAME, FORMAT = "config.json", "model.safetensors", "gsbpolicy-genpo"
+FORMAT = "gsbpolicy-genpo"
+"""The `format` entry of a GenPO policy's config.json."""
 
 
 class GenPOFlow(eqx.Module):
@@ -112,6 +111,14 @@ class GenPOFlow(eqx.Module):
         """Deterministic env action: the flow from x_0 = 0 (FlowRL's deterministic evaluation)."""
         return self.to_env(self.forward(obs, jnp.zeros(2 * self.spec.act_dim)))
 
+    def act_stochastic(self, obs: Obs, noise):
+        """Env action of the flow from x_0 = `noise`, standard normal [2 * act_dim]."""
+        return self.to_env(self.forward(obs, noise))
+
+    def noise_shape(self) -> tuple[int, ...]:
+        """Shape of the noise one stochastic action consumes: the prior sample x_0."""
+        return (2 * self.spec.act_dim,)
+
 
 def make_genpo(spec: PolicySpec, mix: float, *, key: Key) -> GenPOFlow:
     """A freshly initialised GenPO actor: v(h, s, t) = output_scale * MLP([s_normalized, h, emb(t)])."""
@@ -122,29 +129,20 @@ def make_genpo(spec: PolicySpec, mix: float, *, key: Key) -> GenPOFlow:
     return GenPOFlow(spec, mix, RunningNorm.init(spec.obs_dim, spec.obs_clip, spec.obs_eps), velocity)
 
 
-def save_genpo(actor: GenPOFlow, directory: Path) -> Path:
-    """config.json ({"format", "mix", "genpo_spec"}) + model.safetensors keyed by pytree path; no pickle.
-
-    The spec sits under "genpo_spec", not "spec", so `GSBPolicy.from_pretrained` refuses the folder at once
-    instead of failing on missing tensors."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tensors = policy_tensors(actor)
-    atomic_write_bytes(directory / WEIGHTS_NAME, safetensors_bytes(tensors, {"format": FORMAT}))
+def save_genpo(actor: GenPOFlow, directory) -> Path:
+    """config.json ({"format", "mix", "genpo_spec"}) + model.safetensors keyed by pytree path; no pickle."""
+    tensors = module_tensors(actor)
     config = {"format": FORMAT, "mix": actor.mix, "genpo_spec": actor.spec.to_dict()}
-    atomic_write_text(directory / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    return directory
+    return write_policy_files(directory, tensors, {"format": FORMAT}, config)
 
 
-def load_genpo(directory: str | Path) -> GenPOFlow:
-    """Load a folder written by `save_genpo`, checking the format and every tensor against the config."""
-    directory = Path(directory)
-    if not (directory / CONFIG_NAME).is_file():
-        raise FileNotFoundError(f"GenPO policy config not found: {directory / CONFIG_NAME}")
-    config = json.loads((directory / CONFIG_NAME).read_text())
-    if not isinstance(config, dict) or config.get("format") != FORMAT:
-        raise ValueError(
-            f"{directory / CONFIG_NAME} is not a GenPO policy config (format must be {FORMAT!r})"
-        )
-    spec = PolicySpec.from_dict(config["genpo_spec"])
-    skeleton = eqx.filter_eval_shape(make_genpo, spec, config["mix"], key=jax.random.key(0))
-    return load_into(skeleton, directory / WEIGHTS_NAME)
+def load_genpo(config: dict, config_path: Path, weights_path: Path) -> GenPOFlow:
+    """The actor described by a GenPO config.json (already parsed) with the weights of `weights_path`."""
+    try:
+        spec = PolicySpec.from_dict(config["genpo_spec"])
+        skeleton = eqx.filter_eval_shape(make_genpo, spec, config["mix"], key=jax.random.key(0))
+    except KeyError as err:
+        raise PolicyFormatError(f"{config_path} lacks {err} required by a GenPO policy") from err
+    except (TypeError, ValueError) as err:
+        raise PolicyFormatError(f"{config_path}: invalid GenPO policy config: {err}") from err
+    return load_into(skeleton, weights_path)

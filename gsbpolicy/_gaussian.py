@@ -1,6 +1,6 @@
 """A Gaussian MLP actor (the PPO baselines' policy) and its safetensors + JSON policy folder.
 
-Two parameterisations, as in the references (baselines.md section 3.6):
+Two parameterisations, as in the references:
 - `std="state"` (Brax / FPO playground PPO): the last layer outputs (mean, s) and std = softplus(s) + min_std.
 - `std="param"` (SB3 / FlowRL PPO): a state-independent log std vector, clipped to [-20, 2].
 
@@ -10,23 +10,19 @@ Bounding: `squash="tanh"` samples u ~ N(mean, std) and sends low + (tanh(u) + 1)
 """
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Literal
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import safetensors.numpy
 
-from gsbpolicy import RunningNorm
-from gsbpolicy._io import atomic_write_bytes, require_finite, safetensors_bytes
-from gsbpolicy._networks import ACTIVATIONS
-
-from ._core.checkpoint import tensors_to_tree, tree_to_tensors
-from ._core.runlog import atomic_write_text
+from ._io import PolicyFormatError, load_into, module_tensors, write_policy_files
+from ._networks import ACTIVATIONS
+from ._normalizer import RunningNorm
 
 FORMAT = "gaussian_mlp"
+"""The `format` entry of a Gaussian policy's config.json."""
 FORMAT_VERSION = 1
 LOG_STD_RANGE = (-20.0, 2.0)
 
@@ -114,6 +110,16 @@ class GaussianActor(eqx.Module):
         """Deterministic env action: the mean through the squash."""
         return self.to_env(self.distribution(obs)[0])
 
+    def act_stochastic(self, obs, noise):
+        """Env action of the sample mean + std * noise, for standard normal `noise` [act_dim] (`sample`
+        with explicit noise)."""
+        mean, std = self.distribution(obs)
+        return self.to_env(mean + std * noise)
+
+    def noise_shape(self) -> tuple[int, ...]:
+        """Shape of the noise one stochastic action consumes."""
+        return (self.spec.act_dim,)
+
     def with_normalizer(self, normalizer: RunningNorm) -> "GaussianActor":
         return eqx.tree_at(lambda a: a.normalizer, self, normalizer)
 
@@ -124,41 +130,29 @@ def tanh_log_det(u):
 
 
 def save_gaussian(actor: GaussianActor, directory) -> Path:
-    """Write config.json + model.safetensors (tensors keyed by pytree path, normalizer included)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    tensors = require_finite(tree_to_tensors(eqx.filter(actor, eqx.is_array)))
+    """Write config.json + model.safetensors (tensors keyed by `jax.tree_util.keystr` of their pytree path,
+    e.g. `.mlp.layers[0].weight`, as the first Gaussian folders were; normalizer included)."""
+    tensors = module_tensors(actor, key_style="keystr")
     metadata = {"format": FORMAT, "format_version": str(FORMAT_VERSION)}
-    atomic_write_bytes(directory / "model.safetensors", safetensors_bytes(tensors, metadata))
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "spec": dataclasses.asdict(actor.spec)}
-    atomic_write_text(directory / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
-    return directory
+    return write_policy_files(directory, tensors, metadata, config)
 
 
-def load_gaussian(directory) -> GaussianActor:
-    """Load a folder written by `save_gaussian`, checking the format and every tensor's name and shape."""
-    directory = Path(directory)
-    try:
-        config = json.loads((directory / "config.json").read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{directory}: no readable config.json ({err})") from err
-    if config.get("format") != FORMAT or config.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{directory}/config.json is not a {FORMAT} v{FORMAT_VERSION} policy: "
-            f"{config.get('format')!r} v{config.get('format_version')!r}"
+def load_gaussian(config: dict, config_path: Path, weights_path: Path) -> GaussianActor:
+    """The actor described by a Gaussian config.json (already parsed) with the weights of `weights_path`."""
+    version = config.get("format_version")
+    if version != FORMAT_VERSION:
+        raise PolicyFormatError(
+            f"{config_path} is a {FORMAT} policy of format_version {version!r}; this gsbpolicy reads "
+            f"version {FORMAT_VERSION}"
         )
-    spec = config["spec"]
-    spec = GaussianSpec(
-        **{**spec, "action_low": tuple(spec["action_low"]), "action_high": tuple(spec["action_high"])}
-    )
-    skeleton = GaussianActor(spec, key=jax.random.key(0))
-    path = directory / "model.safetensors"
+    spec = config.get("spec")
     try:
-        tensors = safetensors.numpy.load_file(path)
-    except Exception as err:  # safetensors raises its own error types for every kind of damage
-        raise ValueError(f"{path} is missing or corrupted ({err})") from err
-    params, static = eqx.partition(skeleton, eqx.is_array)
-    extra = sorted(set(tensors) - set(tree_to_tensors(params)))
-    if extra:
-        raise ValueError(f"{path} has tensors the config does not describe: {extra}")
-    return eqx.combine(tensors_to_tree(tensors, params, str(path)), static)
+        if not isinstance(spec, dict):
+            raise TypeError(f"'spec' must be an object, got {spec!r}")
+        bounds = {name: tuple(spec[name]) for name in ("action_low", "action_high") if name in spec}
+        spec = GaussianSpec(**{**spec, **bounds})
+    except (TypeError, ValueError) as err:
+        raise PolicyFormatError(f"{config_path}: invalid Gaussian policy spec: {err}") from err
+    skeleton = eqx.filter_eval_shape(GaussianActor, spec, key=jax.random.key(0))
+    return load_into(skeleton, weights_path, key_style="keystr")
