@@ -19,6 +19,7 @@ from ._gaussian import tanh_log_det as tanh_log_det
 from ._io import CONFIG_NAME as CONFIG_NAME
 from ._io import WEIGHTS_NAME as WEIGHTS_NAME
 from ._io import PolicyFormatError as PolicyFormatError
+from ._io import policy_tensors as policy_tensors
 from ._kinds import load_policy as load_policy
 from ._kinds import save_policy as save_policy
 from ._networks import ACTIVATIONS as ACTIVATIONS

@@ -36,7 +36,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._io import PolicyFormatError, load_into, module_tensors, write_policy_files
+from ._io import PolicyFormatError, load_into, policy_tensors, write_policy_files
 from ._networks import DriftMLP
 from ._normalizer import RunningNorm
 from ._policy import FlowPolicy
@@ -131,7 +131,7 @@ def make_genpo(spec: PolicySpec, mix: float, *, key: Key) -> GenPOFlow:
 
 def save_genpo(actor: GenPOFlow, directory) -> Path:
     """config.json ({"format", "mix", "genpo_spec"}) + model.safetensors keyed by pytree path; no pickle."""
-    tensors = module_tensors(actor)
+    tensors = policy_tensors(actor)
     config = {"format": FORMAT, "mix": actor.mix, "genpo_spec": actor.spec.to_dict()}
     return write_policy_files(directory, tensors, {"format": FORMAT}, config)
 

@@ -17,7 +17,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._io import PolicyFormatError, load_into, module_tensors, write_policy_files
+from ._io import PolicyFormatError, load_into, policy_tensors, write_policy_files
 from ._networks import ACTIVATIONS
 from ._normalizer import RunningNorm
 
@@ -132,7 +132,7 @@ def tanh_log_det(u):
 def save_gaussian(actor: GaussianActor, directory) -> Path:
     """Write config.json + model.safetensors (tensors keyed by `jax.tree_util.keystr` of their pytree path,
     e.g. `.mlp.layers[0].weight`, as the first Gaussian folders were; normalizer included)."""
-    tensors = module_tensors(actor, key_style="keystr")
+    tensors = policy_tensors(actor, key_style="keystr")
     metadata = {"format": FORMAT, "format_version": str(FORMAT_VERSION)}
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "spec": dataclasses.asdict(actor.spec)}
     return write_policy_files(directory, tensors, metadata, config)

@@ -44,7 +44,7 @@ def _is_leaf_array(x) -> bool:
     return isinstance(x, jax.ShapeDtypeStruct) or eqx.is_array(x)
 
 
-def module_tensors(module: eqx.Module, key_style: KeyStyle = "dotted") -> dict[str, np.ndarray]:
+def policy_tensors(module: eqx.Module, key_style: KeyStyle = "dotted") -> dict[str, np.ndarray]:
     """A module's arrays as a flat {pytree path: numpy array} dict, for saving (`require_finite`)."""
     leaves = jax.tree_util.tree_leaves_with_path(eqx.filter(module, eqx.is_array))
     return require_finite({_leaf_key(path, key_style): np.asarray(leaf) for path, leaf in leaves})
@@ -112,7 +112,7 @@ def save_flow(policy: FlowPolicy, directory: str | os.PathLike) -> Path:
         "spec": json.dumps(policy.spec.to_dict(), sort_keys=True),
         "spec_hash": policy.spec.hash(),
     }
-    return write_policy_files(directory, module_tensors(policy), metadata, config_dict(policy.spec))
+    return write_policy_files(directory, policy_tensors(policy), metadata, config_dict(policy.spec))
 
 
 def spec_from_config(config: dict, config_path: Path) -> PolicySpec:
