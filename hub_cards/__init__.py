@@ -4,6 +4,6 @@
   config, results, card, learning curve, optional ONNX export and replay video) in one commit.
 - `python -m hub_cards.render [--check]`: (re)generate the committed example cards under
   hub_cards/examples/, or check that they match their result files.
-- hub_cards/results/: committed benchmark summaries (written by `python -m hub_cards.aggregate`), read
-  by the cards for their baseline rows.
+- hub_cards/results/: committed benchmark summaries (written by `python -m trainers.benchmark.aggregate`),
+  read by the cards for their baseline rows and algorithm labels.
 """

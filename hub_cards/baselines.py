@@ -1,10 +1,11 @@
 """Baseline rows for a card, read from the committed benchmark summaries hub_cards/results/<suite>.json.
 
-The summaries are written by `python -m hub_cards.aggregate` (schema: suite, budget_env_steps,
+The summaries are written by `python -m trainers.benchmark.aggregate` (schema: suite, budget_env_steps,
 eval_protocol, tasks -> env id -> variant -> method / final_mean / final_std (population std across
 seeds) / seeds / env_steps ...; a variant is a method, or a method with extra arguments). A JSON file
 there without a "suite" key is not a summary and is passed over; a malformed summary is an error naming
-the file.
+the file. The algorithms' display names come from `algorithms.json` there, written by the same command from
+the trainers' registry.
 """
 
 import dataclasses
@@ -13,19 +14,19 @@ from pathlib import Path
 
 RESULTS_DIR = Path(__file__).parent / "results"
 
-METHOD_NAMES = {
-    "gsb_mdpo": "GSB-MDPO",
-    "gaussian_ppo": "Gaussian PPO",
-    "ppo": "PPO (SB3)",
-    "dppo": "DPPO",
-    "fpo": "FPO",
-    "genpo": "GenPO",
-}
-"""Display names of the trainers' algorithm ids (unknown ids are shown as they are)."""
+ALGORITHMS_FILE = "algorithms.json"
 
 
-def method_name(algo: str) -> str:
-    return METHOD_NAMES.get(algo, algo)
+def method_name(algo: str, results_dir: Path = RESULTS_DIR) -> str:
+    """The display name of a trainer's algorithm id (an id `algorithms.json` lacks is shown as it is)."""
+    path = results_dir / ALGORITHMS_FILE
+    try:
+        label = json.loads(path.read_text())["algorithms"].get(algo, {}).get("label", algo)
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing: `python -m trainers.benchmark.aggregate` writes it") from None
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path} is not the algorithm table `algorithms.json` should be ({err!r})") from err
+    return str(label)
 
 
 @dataclasses.dataclass(frozen=True)

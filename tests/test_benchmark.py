@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from gsbpolicy._cli import CommandError
-from hub_cards import aggregate, stats
-from trainers import benchmark
-from trainers.suites import SUITES, Suite, Variant
+from trainers.benchmark import aggregate, stats
+from trainers.benchmark import runner as benchmark
+from trainers.benchmark.suites import SUITES, Suite, Variant
 
 TINY_TRAINER = ("--rollout.num-envs", "4", "--rollout.unroll-length", "16", "--rollout.num-minibatches", "2",
                 "--rollout.epochs", "1", "--policy.num-steps", "2", "--policy.width", "8", "--policy.depth", "1",
@@ -324,12 +324,14 @@ def test_unknown_suite_to_regenerate_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         aggregate.main(["--suite", "nope"])
     assert exit_info.value.code == 2 and "no ledger for nope" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="nope.runs.jsonl: trainers/suites.py defines no suite 'nope'"):
+    with pytest.raises(
+        ValueError, match="nope.runs.jsonl: trainers/benchmark/suites.py defines no suite 'nope'"
+    ):
         aggregate.summarize("nope", [])
 
 
 def test_committed_summaries_match_committed_ledgers():
-    assert aggregate.stale_files() == [], "run `python -m hub_cards.aggregate` and commit the result"
+    assert aggregate.stale_files() == [], "run `python -m trainers.benchmark.aggregate` and commit the result"
 
 
 def test_suites_are_consistent():

@@ -3,8 +3,8 @@ combine, and what the generated text says."""
 
 import pytest
 
-from hub_cards import aggregate, claims
-from trainers.suites import SUITES, Suite, Variant
+from trainers.benchmark import aggregate, claims
+from trainers.benchmark.suites import SUITES, Suite, Variant
 
 
 def _runs(task, variant, finals):
@@ -29,7 +29,7 @@ HIGH, LOW, MIDDLE = [10.0, 11.0, 12.0], [1.0, 2.0, 3.0], [5.0, 10.5, 20.0]
 @pytest.fixture
 def playground(monkeypatch):
     variants = (Variant("fpo", "fpo"), Variant("gaussian_ppo", "gaussian_ppo"), Variant("gsb_mdpo", "gsb_mdpo"),
-                Variant("sb3_ppo:zoo", "sb3_ppo", reference=True))  # fmt: skip
+                Variant("sb3_ppo:zoo", "ppo"))  # fmt: skip
     _suite(monkeypatch, "pg", ("FingerSpin", "BallInCup", "ReacherEasy"), variants)
     records = (
         # FingerSpin: GSB-MDPO above both paper baselines (the reference column above it does not count).

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trainers import benchmark
-from trainers.suites import SUITES
+from trainers.benchmark import runner
+from trainers.benchmark.suites import SUITES
 
 RESULTS = Path(__file__).parents[1] / "hub_cards" / "results"
 
@@ -22,7 +22,7 @@ def _args(suite: str, variant: str, task: str):
 
     s = SUITES[suite]
     v = s.variant(variant)
-    cmd = benchmark.command(s, task, v, 0, Path("/tmp/unused"), resume=False)
+    cmd = runner.command(s, task, v, 0, Path("/tmp/unused"), resume=False)
     module = importlib.import_module(cmd[2])
     return parse(module.Args, module.PRESETS, "cpu", "", cmd[3:])
 

@@ -1,15 +1,16 @@
 """Benchmark summaries generated from the committed run ledgers (`hub_cards/results/<suite>.runs.jsonl`).
 
-    python -m hub_cards.aggregate            # regenerate every suite's summary, table, plot and README block
-    python -m hub_cards.aggregate --check    # fail if any committed file differs from what the ledgers give
+    python -m trainers.benchmark.aggregate          # regenerate every suite's files and README block
+    python -m trainers.benchmark.aggregate --check  # fail if a committed file differs from the ledgers' output
 
 For each suite: `<suite>.json` (per task x method: seeds, final return mean +/- population std across seeds,
-interquartile mean and probability of improvement with their bootstrap intervals (`hub_cards.stats`), the
+interquartile mean and probability of improvement with their bootstrap intervals (`stats`), the
 curve at each evaluation point, budget, commits, hardware), `<suite>.md` (the tables README.md includes
 between `<!-- suite:<name>:start -->` and `<!-- suite:<name>:end -->`) and `<suite>.png` (mean +/- one std
 band per method, one panel per task, as in the paper's figures). From every summary together: `claims.md`
-(the paper's claims against these results, `hub_cards.claims`; its table also fills the README's
-`<!-- claims:start -->` block). Nothing here is typed by hand.
+(the paper's claims against these results, `claims`; its table also fills the README's
+`<!-- claims:start -->` block), and `algorithms.json` (each algorithm's label and policy kind from
+`trainers.registry`, which the model cards print). Nothing here is typed by hand.
 """
 
 import argparse
@@ -21,11 +22,15 @@ from pathlib import Path
 import numpy as np
 
 from gsbpolicy._io import atomic_write_bytes
-from hub_cards import claims, stats
-from hub_cards.claims import PROPOSED
 
-RESULTS_DIR = Path(__file__).parent / "results"
-README = Path(__file__).parents[1] / "README.md"
+from ..registry import ALGORITHMS, PROPOSED
+from . import claims, stats
+from .suites import SUITES
+
+RESULTS_DIR = Path(__file__).parents[2] / "hub_cards" / "results"
+README = Path(__file__).parents[2] / "README.md"
+ALGORITHMS_FILE = "algorithms.json"
+"""The registry as the model cards read it (hub_cards imports nothing from trainers)."""
 
 
 def _read_ledger(path: Path) -> list[dict]:
@@ -145,10 +150,10 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
 
 def summarize(suite_name: str, records: list[dict]) -> dict:
     """The `<suite>.json` summary (schema in hub_cards/results/README.md)."""
-    from trainers.suites import SUITES
-
     if suite_name not in SUITES:
-        raise ValueError(f"{suite_name}.runs.jsonl: trainers/suites.py defines no suite {suite_name!r}")
+        raise ValueError(
+            f"{suite_name}.runs.jsonl: trainers/benchmark/suites.py defines no suite {suite_name!r}"
+        )
     suite = SUITES[suite_name]
     order = {name: i for i, name in enumerate(suite.variant_names)}
     with_statistics = suite.kind != "compute"  # one seed per method: nothing to resample
@@ -475,16 +480,25 @@ def suite_files(summary: dict, results_dir: Path) -> dict[Path, bytes]:
     return files
 
 
+def algorithms_json() -> str:
+    """`algorithms.json`: name -> label, policy kind and whether it is a reference column, in table order."""
+    table = {
+        a.name: {"label": a.label, "policy_kind": a.policy_kind, "reference": a.reference} for a in ALGORITHMS
+    }
+    return json.dumps({"algorithms": table}, indent=1) + "\n"
+
+
 def generated(
     all_summaries: dict[str, dict], suites: list[str], results_dir: Path
 ) -> tuple[dict[Path, bytes], dict[str, str]]:
-    """The files of `suites` and `claims.md` (which reads every summary), and the README blocks they fill:
-    `suite:NAME` for each suite's table, `claims` for the claims table."""
+    """The files of `suites`, `claims.md` (which reads every summary) and `algorithms.json`, and the README
+    blocks they fill: `suite:NAME` for each suite's table, `claims` for the claims table."""
     files, blocks = {}, {}
     for suite in suites:
         files |= suite_files(all_summaries[suite], results_dir)
         blocks[f"suite:{suite}"] = files[results_dir / f"{suite}.md"].decode()
     files[results_dir / "claims.md"] = claims.markdown(all_summaries).encode()
+    files[results_dir / ALGORITHMS_FILE] = algorithms_json().encode()
     blocks["claims"] = claims.readme_block(all_summaries)
     return files, blocks
 
@@ -507,8 +521,6 @@ def write_suites(
     """Regenerate `suites` (default: every ledger's) and the claims, and their README blocks when
     `results_dir` is the committed one. The claims read every ledger of a defined suite: one left by a
     suite since removed has no summary, and must not stop the runner's regeneration of the suite it ran."""
-    from trainers.suites import SUITES
-
     all_summaries = summaries(results_dir, [s for s in ledger_suites(results_dir) if s in SUITES])
     files, blocks = generated(all_summaries, suites or list(all_summaries), results_dir)
     for path, content in files.items():
@@ -549,7 +561,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.check:
         stale = stale_files()
         if stale:
-            sys.exit("out of date (run `python -m hub_cards.aggregate`): " + ", ".join(stale))
+            sys.exit("out of date (run `python -m trainers.benchmark.aggregate`): " + ", ".join(stale))
         print("benchmark summaries are up to date")
         return
     known = ledger_suites(RESULTS_DIR)

@@ -1,7 +1,7 @@
 """Benchmark suites as data: tasks, budget, seeds, the preset each method starts from, overrides, protocol.
 
-A suite run is (task x variant x seed). A *variant* is a method (a `trainers.<method>` module) plus extra
-CLI arguments, so ablations are suites too. `python -m trainers.benchmark --suite NAME` runs one.
+A suite run is (task x variant x seed). A *variant* is a method (an algorithm of `trainers.registry`) plus
+extra CLI arguments, so ablations are suites too. `python -m trainers.benchmark --suite NAME` runs one.
 
 The paper suites reproduce Tables 1-2 exactly (each method's own column, the shared rollout rows) and need
 GPUs. The CPU suites keep each method's paper column (networks, learning rates, algorithm coefficients)
@@ -10,10 +10,8 @@ and shrink only the rollout geometry and the budget, so that one method x task x
 """
 
 import dataclasses
-import importlib.util
 
-METHODS = ("gaussian_ppo", "ppo", "dppo", "fpo", "genpo", "gsb_mdpo")
-"""Every trainer module the benchmark knows, in table order (`trainers.<name>`)."""
+from ..registry import ALGORITHMS, get_algo, paper_methods
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +21,7 @@ class Variant:
     name: str
     """Column name (the method name for plain methods, e.g. `gsb_mdpo:lambda=0` for ablations)."""
     method: str
-    """Trainer module under `trainers`."""
+    """The algorithm's name in `trainers.registry` (its trainer is `trainers.<method>`)."""
     args: tuple[str, ...] = ()
     """Extra CLI arguments for this variant only."""
     baseline: str = "gsb_mdpo"
@@ -33,9 +31,14 @@ class Variant:
     shared_geometry: bool = True
     """Apply the suite's rollout geometry (`Suite.args`). False for a column whose preset fixes its own
     tuned geometry; the suite's evaluation (`Suite.eval_args`) applies to every column regardless."""
-    reference: bool = False
-    """A reference column (what a practitioner would use instead), not one of the paper's methods: shown
-    for context, never part of the paper's claims."""
+
+    def __post_init__(self):
+        get_algo(self.method)  # a column of an unknown algorithm fails where the suite is defined
+
+    @property
+    def reference(self) -> bool:
+        """A reference column (the registry says whether its algorithm is one of the paper's methods)."""
+        return get_algo(self.method).reference
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,15 +73,15 @@ class Suite:
 
 
 def available_methods() -> list[str]:
-    """The trainer modules present in this checkout."""
-    return [m for m in METHODS if importlib.util.find_spec(f"trainers.{m}") is not None]
+    """The registered algorithms whose trainer module is present in this checkout."""
+    return [algo.name for algo in ALGORITHMS if algo.available()]
 
 
 def _methods(*names: str) -> tuple[Variant, ...]:
     return tuple(Variant(name, name) for name in names)
 
 
-PAPER_METHODS = ("gaussian_ppo", "dppo", "fpo", "genpo", "gsb_mdpo")
+PAPER_METHODS = paper_methods()
 """The paper's columns: PPO is the same-pipeline Gaussian PPO (the FPO reference's PPO on Playground,
 FlowRL's on Gym-MuJoCo), not Stable-Baselines3."""
 
@@ -146,7 +149,7 @@ SUITES: dict[str, Suite] = {
                 Variant("fpo", "fpo"),
                 Variant("fpo:flowrl", "fpo", ("--algo.positive-advantages-only",)),
                 *_methods("genpo", "gsb_mdpo"),
-                Variant("sb3_ppo:zoo", "ppo", preset="zoo", shared_geometry=False, reference=True),
+                Variant("sb3_ppo:zoo", "ppo", preset="zoo", shared_geometry=False),
             ),
             args=_CPU_GYM_GEOMETRY,
             eval_args=_CPU_GYM_EVAL,

@@ -2,13 +2,14 @@
 
     python -m trainers.benchmark --suite cpu-gym [--methods gsb_mdpo fpo] [--seeds 0 1] [--resume]
 
-Suites are data (`trainers.suites`). Each run is `python -m trainers.<method> --preset <suite preset> --env
-<task> --seed <s> --total-steps <budget> <suite overrides> <variant overrides>` in its own process, so its
-wall-clock and memory (RSS of the process tree, sampled; device memory through nvidia-smi on GPUs) are its
-own. As each run finishes, one line goes into `hub_cards/results/<suite>.runs.jsonl` (the committed raw
-record: curve, final evaluation, cost, hardware, commit) and the summaries are regenerated from it
-(`hub_cards.aggregate`). Finished runs are skipped; with `--resume` an interrupted run continues from its
-checkpoint. Ctrl-C or a crash loses at most the run in progress, which `--resume` then continues.
+Suites are data (`trainers.benchmark.suites`). Each run is `python -m trainers.<method> --preset <suite
+preset> --env <task> --seed <s> --total-steps <budget> <suite overrides> <variant overrides>` in its own
+process, so its wall-clock and memory (RSS of the process tree, sampled; device memory through nvidia-smi on
+GPUs) are its own. As each run finishes, one line goes into `hub_cards/results/<suite>.runs.jsonl` (the
+committed raw record: curve, final evaluation, cost, hardware, commit) and the summaries are regenerated
+from it (`trainers.benchmark.aggregate`). Finished runs are skipped; with `--resume` an interrupted run
+continues from its checkpoint. Ctrl-C or a crash loses at most the run in progress, which `--resume` then
+continues.
 """
 
 import concurrent.futures
@@ -28,7 +29,7 @@ import tyro
 from gsbpolicy._cli import CommandError, check_writable_folder, run_command
 from gsbpolicy._io import atomic_write_text
 
-from ._core.runlog import read_jsonl as read_ledger
+from .._core.runlog import read_jsonl as read_ledger
 from .suites import SUITES, Suite, Variant, available_methods
 
 
@@ -37,7 +38,7 @@ class BenchArgs:
     """Run (part of) a benchmark suite; finished runs are skipped."""
 
     suite: str
-    """Suite name (see trainers/suites.py): paper-playground, paper-gym, cpu-gym, cpu-playground,
+    """Suite name (see trainers/benchmark/suites.py): paper-playground, paper-gym, cpu-gym, cpu-playground,
     ablation-cpu, compute-cpu, compute-gpu."""
     methods: tuple[str, ...] = ()
     """Methods or ablation variants to run (default: all of the suite's whose trainer exists here)."""
@@ -395,16 +396,16 @@ def _aggregate(suite: str, results_dir: Path) -> None:
     """Regenerate the summaries. They derive from the ledger, whose line is already saved, so a failure
     here must not stop the runs still going (it did once, when aggregate.py changed under a long runner)."""
     try:
-        from hub_cards.aggregate import write_suite
+        from .aggregate import write_suite
 
         write_suite(suite, results_dir)
-    except Exception as err:  # noqa: BLE001 - reported, and `python -m hub_cards.aggregate` redoes it
+    except Exception as err:  # noqa: BLE001 - reported, and the aggregate command redoes it
         print(f"summaries of {suite} not regenerated ({type(err).__name__}: {err}); the ledger is saved: "
-              "run `python -m hub_cards.aggregate`", file=sys.stderr, flush=True)  # fmt: skip
+              "run `python -m trainers.benchmark.aggregate`", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def main(argv=None) -> None:
-    args = tyro.cli(BenchArgs, args=argv, description=__doc__)
+    args = tyro.cli(BenchArgs, args=argv, description=__doc__, prog="python -m trainers.benchmark")
     # A corrupt ledger line (ValueError from read_ledger) is bad input too: one line, exit 2.
     sys.exit(run_command(lambda: run_suite(args), usage_errors=(ValueError,)))
 

@@ -1,0 +1,112 @@
+"""The algorithm registry is the one place an algorithm is named, and the benchmark pipeline reaches the
+model cards through files only: every entry is a real trainer, every suite column a registered algorithm,
+the cards print the registry's labels, and hub_cards and trainers never import each other."""
+
+import ast
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hub_cards.baselines import method_name
+from trainers import registry
+from trainers.benchmark import aggregate
+from trainers.benchmark.suites import SUITES, Variant
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.mark.parametrize("algo", registry.ALGORITHMS, ids=lambda a: a.name)
+def test_every_entry_is_a_trainer_with_a_cpu_preset_and_a_main(algo):
+    assert algo.available()
+    module = importlib.import_module(algo.module)
+    assert "cpu" in algo.presets and algo.presets is module.PRESETS
+    assert callable(module.main)
+    assert algo.policy_kind in registry.POLICY_KINDS and "{}" in algo.load_hint
+
+
+def test_names_labels_and_columns():
+    names = registry.names()
+    assert len(set(names)) == len(names) and len({a.label for a in registry.ALGORITHMS}) == len(names)
+    assert registry.PROPOSED in registry.paper_methods()
+    assert set(registry.paper_methods()) == {a.name for a in registry.ALGORITHMS if not a.reference}
+    assert registry.get_algo("ppo").reference and not registry.get_algo("gaussian_ppo").reference
+
+
+def test_an_unknown_name_is_a_one_line_error_listing_the_valid_ones():
+    with pytest.raises(ValueError) as err:
+        registry.get_algo("sac")
+    message = str(err.value)
+    assert message == f"unknown algorithm 'sac'; algorithms: {', '.join(registry.names())}"
+    with pytest.raises(ValueError, match="unknown algorithm 'sac'"):
+        Variant("sac", "sac")  # a suite column of an unregistered algorithm fails where it is defined
+    with pytest.raises(ValueError, match="policy kind 'mixture' is not one of"):
+        registry.Algorithm("x", "X", "mixture", False, "{}")
+
+
+def test_every_suite_column_is_a_registered_algorithm():
+    for suite in SUITES.values():
+        for variant in suite.variants:
+            assert variant.method in registry.names(), (suite.name, variant.name)
+    # Reference columns follow the registry, not a per-suite flag.
+    assert [v.name for v in SUITES["cpu-gym"].variants if v.reference] == ["sb3_ppo:zoo"]
+
+
+def test_importing_the_registry_imports_no_trainer_or_training_stack():
+    heavy = ("jax", "torch", "stable_baselines3", "optax", "tyro", "trainers.gsb_mdpo", "trainers.ppo")
+    script = f"import sys, trainers.registry\nprint(','.join(m for m in {heavy!r} if m in sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert loaded.stdout.strip() == ""
+
+
+def test_cards_print_the_registry_labels_from_the_committed_table(tmp_path):
+    for algo in registry.ALGORITHMS:
+        assert method_name(algo.name) == algo.label
+    assert method_name("sac") == "sac"  # an id the table does not list is shown as it is
+    (tmp_path / "algorithms.json").write_text(aggregate.algorithms_json())
+    assert method_name("genpo", tmp_path) == "GenPO"
+    (tmp_path / "algorithms.json").write_text('["not", "a table"]')
+    with pytest.raises(ValueError, match="algorithms.json is not the algorithm table"):
+        method_name("genpo", tmp_path)
+    (tmp_path / "algorithms.json").unlink()
+    with pytest.raises(
+        ValueError, match="algorithms.json is missing: `python -m trainers.benchmark.aggregate`"
+    ):
+        method_name("genpo", tmp_path)
+    committed = json.loads((ROOT / "hub_cards" / "results" / "algorithms.json").read_text())
+    assert list(committed["algorithms"]) == list(registry.names())
+
+
+def _imported_packages(package: str) -> dict[str, set[str]]:
+    """Per module file of `package`: the top-level packages its import statements name (at any depth,
+    function-level imports included; relative imports stay inside the package)."""
+    found = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+def test_hub_cards_and_trainers_never_import_each_other():
+    """hub_cards reads the benchmark's result files, trainers writes them: no import either way, no cycle."""
+    cards = {f for f, names in _imported_packages("hub_cards").items() if "trainers" in names}
+    training = {f for f, names in _imported_packages("trainers").items() if "hub_cards" in names}
+    assert cards == set() and training == set()
+
+
+def test_the_benchmark_commands_still_start():
+    for module in ("trainers.benchmark", "trainers.benchmark.aggregate"):
+        out = subprocess.run(
+            [sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=ROOT
+        )
+        assert out.returncode == 0 and "--suite" in out.stdout, out.stderr

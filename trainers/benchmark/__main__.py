@@ -1,0 +1,5 @@
+"""`python -m trainers.benchmark --suite NAME ...`: the suite runner (`trainers.benchmark.runner`)."""
+
+from .runner import main
+
+main()
