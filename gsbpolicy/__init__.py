@@ -21,6 +21,7 @@ from ._io import WEIGHTS_NAME as WEIGHTS_NAME
 from ._io import PolicyFormatError as PolicyFormatError
 from ._io import policy_tensors as policy_tensors
 from ._kinds import load_policy as load_policy
+from ._kinds import policy_kind as policy_kind
 from ._kinds import save_policy as save_policy
 from ._networks import ACTIVATIONS as ACTIVATIONS
 from ._networks import DriftMLP as DriftMLP

@@ -50,6 +50,11 @@ def kind_of(module) -> PolicyKind:
     raise TypeError(f"not a policy module: got {type(module).__name__}, expected one of {names}")
 
 
+def policy_kind(module) -> str:
+    """`flow`, `gaussian` or `genpo`: the kind of a policy module (TypeError for anything else)."""
+    return kind_of(module).name
+
+
 def config_kind(config: dict, config_path: Path) -> PolicyKind:
     """The kind a parsed config.json declares (a flow policy when it has no `format` entry)."""
     config_format = config.get("format")

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from ._io import CONFIG_NAME, WEIGHTS_NAME
-from ._kinds import kind_of, load_files, load_policy, save_policy
+from ._kinds import load_files, load_policy, policy_kind, save_policy
 from ._policy import FlowPolicy, numpy_noise
 
 
@@ -73,7 +73,7 @@ class GSBPolicy:
     """
 
     def __init__(self, policy, *, seed: int = 0):
-        self.kind = kind_of(policy).name
+        self.kind = policy_kind(policy)
         """`flow`, `gaussian` or `genpo`."""
         self.policy = policy
         self._params, static = eqx.partition(policy, eqx.is_array)
