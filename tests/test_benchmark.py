@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from gsbpolicy._cli import CommandError
+from gsbpolicy.cli import CommandError
 from trainers.benchmark import aggregate, stats
 from trainers.benchmark import runner as benchmark
 from trainers.benchmark.suites import SUITES, Suite, Variant

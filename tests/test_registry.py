@@ -44,7 +44,7 @@ def test_an_unknown_name_is_a_one_line_error_listing_the_valid_ones():
     with pytest.raises(ValueError, match="unknown algorithm 'sac'"):
         Variant("sac", "sac")  # a suite column of an unregistered algorithm fails where it is defined
     with pytest.raises(ValueError, match="policy kind 'mixture' is not one of"):
-        registry.Algorithm("x", "X", "mixture", False, "{}")
+        registry.Algorithm("x", "X", "mixture", reference=False)
 
 
 def test_every_suite_column_is_a_registered_algorithm():

@@ -10,11 +10,12 @@ import importlib
 import importlib.util
 
 POLICY_KINDS = ("flow", "ddpm-flow", "gaussian", "coupling-flow")
-"""What a trainer saves: gsbpolicy's flow policy (GSB-MDPO, FPO), the same flow read as a DDPM chain
-(DPPO), a Gaussian actor (both PPOs), GenPO's coupling flow."""
+"""What a trainer saves: gsbpolicy's flow policy (GSB-MDPO, FPO), the same flow with a DDPM
+parameterization (DPPO), a Gaussian actor (both PPOs), GenPO's coupling flow. gsbpolicy's loader tells
+three folder formats apart (flow, gaussian, genpo): a DDPM flow is a flow policy."""
 
-FLOW_LOAD_HINT = 'from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("{}")'
-GAUSSIAN_LOAD_HINT = 'from trainers.gaussian_ppo import load; load("{}").predict(obs)'
+LOAD_HINT = 'from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("{}")'
+"""Every kind loads with the one deployable loader."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Algorithm:
     reference: bool
     """A reference column (what a practitioner would use instead), not one of the paper's methods: shown
     for context, never part of the paper's claims."""
-    load_hint: str
+    load_hint: str = LOAD_HINT
     """How to load the saved policy, printed after training (`{}` is the policy folder)."""
 
     def __post_init__(self):
@@ -50,14 +51,13 @@ class Algorithm:
 
 
 ALGORITHMS = (
-    Algorithm("gaussian_ppo", "Gaussian PPO", "gaussian", False, GAUSSIAN_LOAD_HINT),
-    Algorithm("ppo", "PPO (SB3)", "gaussian", True, GAUSSIAN_LOAD_HINT),
-    Algorithm("dppo", "DPPO", "ddpm-flow", False, FLOW_LOAD_HINT),
-    Algorithm("fpo", "FPO", "flow", False, FLOW_LOAD_HINT),
-    Algorithm("genpo", "GenPO", "coupling-flow", False,
-              'from trainers.genpo import GenPOPolicy; GenPOPolicy.load("{}")'),
-    Algorithm("gsb_mdpo", "GSB-MDPO", "flow", False, FLOW_LOAD_HINT),
-)  # fmt: skip
+    Algorithm("gaussian_ppo", "Gaussian PPO", "gaussian", reference=False),
+    Algorithm("ppo", "PPO (SB3)", "gaussian", reference=True),
+    Algorithm("dppo", "DPPO", "ddpm-flow", reference=False),
+    Algorithm("fpo", "FPO", "flow", reference=False),
+    Algorithm("genpo", "GenPO", "coupling-flow", reference=False),
+    Algorithm("gsb_mdpo", "GSB-MDPO", "flow", reference=False),
+)
 """Every algorithm, in table order."""
 
 PROPOSED = "gsb_mdpo"

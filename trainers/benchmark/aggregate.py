@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsbpolicy._io import atomic_write_bytes
+from gsbpolicy.files import atomic_write_bytes
 
 from ..registry import ALGORITHMS, PROPOSED
 from . import claims, stats

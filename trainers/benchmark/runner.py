@@ -26,8 +26,8 @@ from pathlib import Path
 
 import tyro
 
-from gsbpolicy._cli import CommandError, check_writable_folder, run_command
-from gsbpolicy._io import atomic_write_text
+from gsbpolicy.cli import CommandError, check_writable_folder, run_command
+from gsbpolicy.files import atomic_write_text
 
 from .._core.runlog import read_jsonl as read_ledger
 from .suites import SUITES, Suite, Variant, available_methods
