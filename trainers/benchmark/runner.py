@@ -38,8 +38,7 @@ class BenchArgs:
     """Run (part of) a benchmark suite; finished runs are skipped."""
 
     suite: str
-    """Suite name (see trainers/benchmark/suites.py): paper-playground, paper-gym, cpu-gym, cpu-playground,
-    ablation-cpu, compute-cpu, compute-gpu."""
+    """Suite name, a key of `trainers.benchmark.suites.SUITES` (an unknown name is answered with the list)."""
     methods: tuple[str, ...] = ()
     """Methods or ablation variants to run (default: all of the suite's whose trainer exists here)."""
     tasks: tuple[str, ...] = ()
