@@ -21,10 +21,13 @@ ROOT = Path(__file__).parents[1]
 
 @pytest.mark.parametrize("algo", registry.ALGORITHMS, ids=lambda a: a.name)
 def test_every_entry_is_a_trainer_with_a_cpu_preset_and_a_main(algo):
+    from trainers._core.cli import parse
+
     assert algo.available()
     module = importlib.import_module(algo.module)
     assert "cpu" in algo.presets and algo.presets is module.PRESETS
     assert callable(module.main)
+    assert parse(module.Args, algo.presets, "cpu", "", []).preset == "cpu"  # the preset passes validation
     assert algo.policy_kind in registry.POLICY_KINDS and "{}" in algo.load_hint
 
 
