@@ -11,7 +11,7 @@ and shrink only the rollout geometry and the budget, so that one method x task x
 
 import dataclasses
 
-from ..registry import ALGORITHMS, get_algo, paper_methods
+from ..registry import ALGORITHMS, PROPOSED, get_algo, paper_methods
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Variant:
     """The algorithm's name in `trainers.registry` (its trainer is `trainers.<method>`)."""
     args: tuple[str, ...] = ()
     """Extra CLI arguments for this variant only."""
-    baseline: str = "gsb_mdpo"
+    baseline: str = PROPOSED
     """The column this one is judged against in the generated verdicts (an ablation's control)."""
     preset: str | None = None
     """The preset this variant starts from instead of the suite's (a reference column's own tuned preset)."""
