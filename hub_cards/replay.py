@@ -9,6 +9,8 @@ import os
 import warnings
 from pathlib import Path
 
+from gsbpolicy import env_kind
+
 
 class ReplayUnavailable(RuntimeError):
     """The video cannot be made here (no encoder, no renderer, or not a Gymnasium env)."""
@@ -70,7 +72,7 @@ def record_replay(
     """Write `out` (mp4, H.264) of one deterministic episode of `policy` (a `GSBPolicy`), cut at
     `max_steps`; returns the number of steps recorded. Frame sizes are multiples of 16 so ffmpeg need not
     resize."""
-    if "-v" not in env_id:
+    if env_kind(env_id) != "gymnasium":
         raise ReplayUnavailable(
             f"{env_id!r} is a Playground task: replays are rendered for Gymnasium envs only"
         )

@@ -51,7 +51,7 @@ def trainer(name, num_devices, **changes):
     return Trainer(GsbMdpo(args.algo), args, devices=jax.devices()[:num_devices])
 
 def arrays(t):
-    return [x for x in jax.tree.leaves((t.state, t.env_state, t.obs)) if isinstance(x, jax.Array)]
+    return [x for x in jax.tree.leaves((t.state, t.backend.checkpoint_tree())) if isinstance(x, jax.Array)]
 
 def iterate(t, n):
     before = [x.sharding for x in arrays(t)]
@@ -63,19 +63,19 @@ def iterate(t, n):
     return records
 
 def layout(t):
-    return {"obs_devices": len(t.obs.sharding.device_set),
+    return {"obs_devices": len(t.backend.obs.sharding.device_set),
             "params_replicated": all(x.sharding.is_fully_replicated
                                      for x in jax.tree.leaves(t.state.model) if isinstance(x, jax.Array))}
 
 out = {}
 two = trainer("two", 2)
 out["two"], out["two_layout"] = iterate(two, 2), layout(two)
-two.save_checkpoint()
+two.lifecycle.save_checkpoint(two)
 one = trainer("one", 1)
 out["one"] = iterate(one, 4)
 shutil.copytree(root / "two" / "checkpoint", root / "resumed" / "checkpoint")
 resumed = trainer("resumed", 1, resume=True)
-assert resumed.restore()
+assert resumed.lifecycle.restore(resumed)
 out["resumed_iteration"], out["resumed_layout"] = int(resumed.state.iteration), layout(resumed)
 out["resumed"] = iterate(resumed, 2)
 print("RESULT " + json.dumps(out))
@@ -160,6 +160,13 @@ def test_cluster_launch_detection(monkeypatch, variables, expected):
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     assert distributed.cluster_detected() is expected
+
+
+def test_distributed_after_a_computation_is_refused():
+    """Joining a multi-process run needs a fresh process; JAX itself says so (no private check needed)."""
+    jax.numpy.zeros(1).block_until_ready()  # the backend has started
+    with pytest.raises(RuntimeError, match="must be called before any JAX calls"):
+        distributed.initialize(requested=True)
 
 
 def test_put_lays_out_host_values_and_to_host_gathers_them():

@@ -16,10 +16,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 from gsbpolicy import GSBPolicy, evaluate
 from trainers._core.envs import PlaygroundEnv
 from trainers._core.rundir import RunFolderError
-from trainers._core.sb3_vecenv import PlaygroundVecEnv
 from trainers._core.update import NonFiniteError
 from trainers.ppo import Sb3Trainer, cpu_preset, main
 from trainers.presets import with_fields
+from trainers.sb3.vecenv import PlaygroundVecEnv
 
 ENV = "InvertedPendulum-v5"
 TINY = {
@@ -111,7 +111,7 @@ def test_resume_continues_from_the_checkpoint(trained, tmp_path):
     run = json.loads((run_dir / "run.json").read_text())
     (run_dir / "run.json").write_text(json.dumps({**run, "args": {**run["args"], "total_steps": 6 * 64}}))
     resumed = Sb3Trainer(tiny_args(run_dir, total_steps=6 * 64, resume=True))
-    resumed.restore()
+    resumed.lifecycle.restore(resumed)
     for name, value in trainer.model.policy.state_dict().items():
         np.testing.assert_array_equal(resumed.model.policy.state_dict()[name], value)
     np.testing.assert_array_equal(resumed.normalizer.obs_rms.mean, trainer.normalizer.obs_rms.mean)

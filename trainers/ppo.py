@@ -1,14 +1,15 @@
 """Stable-Baselines3 PPO, the Gaussian baseline users know, with the shared run folder and evaluation.
 
-Same CLI contract and run folder (run.json, metrics.jsonl, policy/results.json) as the other trainers. The SB3
-policy and VecNormalize's statistics are converted into a `trainers.gaussian_actor.GaussianActor`, evaluated by
-the shared code and saved as the deployable folder (config.json + model.safetensors; `trainers.gaussian_ppo.load`).
+Same CLI contract and run folder (run.json, metrics.jsonl, policy/results.json) as the other trainers: the run's
+lifecycle is the shared `trainers._core.lifecycle.RunLifecycle`. The SB3 policy and VecNormalize's statistics are
+converted into a `gsbpolicy.GaussianActor`, evaluated by the shared code and saved as the deployable folder
+(config.json + model.safetensors; `GSBPolicy.from_pretrained`).
 Checkpoints are safetensors + JSON (weights, Adam state, observation statistics); resuming is not bit-exact.
 
 SB3 cannot express (the presets say where it matters): a state-dependent std or tanh squashing (actions are
 clipped), GAE recomputed per minibatch, minibatches of whole sequences (SB3 shuffles transitions), per-network
 gradient clipping (SB3 clips the joint norm), different actor and critic activations; VecNormalize updates the
-observation statistics every step. Actor and critic learning rates are two Adam parameter groups (sb3_io).
+observation statistics every step. Actor and critic learning rates are two Adam parameter groups (trainers.sb3.model).
 """
 
 import dataclasses
@@ -21,27 +22,21 @@ from gsbpolicy._cli import require_extra
 # Before the imports that need the extra: `python -m trainers.ppo` without it ends with one line, no traceback.
 require_extra("sb3", ["stable_baselines3", "torch"], "trainers.ppo", exit_now=__name__ == "__main__")
 
-import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from gsbpolicy import GaussianActor, save_policy  # noqa: E402
 
-from ._core.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
 from ._core.cli import train_main  # noqa: E402
-from ._core.config import CriticArgs, OptimArgs, TrainArgs, output_path  # noqa: E402
-from ._core.envs import PlaygroundEnv  # noqa: E402
-from ._core.evaluation import eval_record, eval_seed, evaluate_gym, make_playground_eval, write_results  # noqa: E402
-from ._core.loop import eval_iterations  # noqa: E402
-from ._core.rundir import open_run_folder  # noqa: E402
-from ._core.runlog import RunLogger, write_run_json  # noqa: E402
-from ._core.sb3_vecenv import EpisodeCollector, make_sb3_env  # noqa: E402
-from ._core.update import NonFiniteError  # noqa: E402
+from ._core.config import CriticArgs, OptimArgs, TrainArgs  # noqa: E402
+from ._core.envs import make_evaluator  # noqa: E402
+from ._core.lifecycle import Learner, RunLifecycle  # noqa: E402
 from .gaussian_ppo import GaussianPpo, GaussianPpoArgs  # noqa: E402
 from .gaussian_ppo import cpu_preset as gaussian_cpu  # noqa: E402
 from .presets import gym, playground, specialise, with_fields  # noqa: E402
 from .registry import get_algo  # noqa: E402
-from .sb3_io import load_training_state, make_ppo, to_gaussian_actor, training_state  # noqa: E402
+from .sb3.model import load_training_state, make_ppo, to_gaussian_actor, training_state  # noqa: E402
+from .sb3.vecenv import EpisodeCollector, make_sb3_env  # noqa: E402
 
 EVALUATOR = GaussianPpo(GaussianPpoArgs())  # exported SB3 policies are evaluated as Gaussian PPO actors
 RENAMED = {"policy_gradient_loss": "actor_loss", "clip_fraction": "clip_frac", "std": "std_mean"}
@@ -93,33 +88,27 @@ class Args(TrainArgs):
                 raise ValueError(message)
 
 
-class Sb3Trainer:
-    """One SB3 PPO run with the shared run records: after every SB3 update (`HookedPPO.after_update`) a
+class Sb3Trainer(Learner):
+    """One SB3 PPO run with the shared run lifecycle: after every SB3 update (`HookedPPO.after_update`) a
     train record, the due evaluations and checkpoints, exactly when the shared loop writes them."""
 
     def __init__(self, args: Args):
         args.validate()
         self.args = args
-        self.run_dir = output_path(args.output_dir, args.env, "ppo", args.seed)
-        self.lock = open_run_folder(self.run_dir, "ppo", args)
-        try:
+        self.lifecycle = RunLifecycle("ppo", args)
+        self.run_dir = self.lifecycle.run_dir
+        with self.lifecycle.released_on_error():
             self._build()
-        except BaseException:
-            self.lock.release()
-            raise
 
     def _build(self) -> None:
-        args, rollout = self.args, self.args.rollout
+        args = self.args
         torch.set_num_threads(args.algo.torch_threads)
         env, self.normalizer = make_sb3_env(args, args.algo.normalize_reward)
-        if "-v" not in args.env:
-            make = PlaygroundEnv.make
-            eval_env = make(args.env, args.eval.num_envs, rollout.episode_length, rollout.action_repeat)
-            self._eval_playground = make_playground_eval(EVALUATOR, eval_env, rollout.episode_length)
+        self._evaluate = make_evaluator(EVALUATOR, args)
         self.model = make_ppo(args, env)
         self.model.after_update = self.after_update
         self.collector = EpisodeCollector()
-        self.iteration, self.num_records, self.elapsed = 0, 0, 0.0
+        self._iteration = 0
 
     def _ret_rms(self):
         """VecNormalize's return statistics when rewards are normalised (checkpointed with the run)."""
@@ -131,37 +120,61 @@ class Sb3Trainer:
         obs_rms = self.normalizer.obs_rms
         return to_gaussian_actor(self.model, obs_rms, a.width, a.depth, a.activation, self.args.env)
 
-    def evaluate(self, deterministic: bool, episodes: int | None = None):
-        """Per-episode returns and lengths by the shared evaluation code, with the shared loop's seeds."""
-        args, actor = self.args, self.actor()
-        seed = eval_seed(args.seed, self.iteration)
-        if "-v" not in args.env:
-            returns, lengths = self._eval_playground(actor, jax.random.key(seed), deterministic)
-            return np.asarray(returns), np.asarray(lengths)
-        episodes = episodes or args.eval.episodes
-        return evaluate_gym(EVALUATOR, actor, args.env, episodes, seed, deterministic)
+    # ------------------------------------------------------------------ what the lifecycle asks for
+    @property
+    def iteration(self) -> int:
+        return self._iteration
+
+    @property
+    def env_steps(self) -> int:
+        return self.model.num_timesteps
+
+    def checkpoint_trees(self) -> dict:
+        return training_state(self.model, self.normalizer.obs_rms, self._ret_rms())
+
+    # SB3 has no public accessor for its update counter (it logs it as train/n_updates): a resumed run must
+    # continue it, so the checkpoint record carries it.
+    def checkpoint_fields(self) -> dict:
+        return {"n_updates": self.model._n_updates}
+
+    def load_checkpoint(self, trees: dict, meta: dict) -> None:
+        load_training_state(self.model, self.normalizer.obs_rms, trees, self._ret_rms())
+        self._iteration, self.model.num_timesteps = meta["iteration"], meta["env_steps"]
+        self.model._n_updates = meta["n_updates"]
+
+    def evaluate(self, deterministic: bool, seed: int, episodes: int | None = None):
+        """Per-episode returns and lengths by the shared evaluation code."""
+        return self._evaluate(self.actor(), seed, deterministic, episodes)
+
+    def save_actor(self, policy_dir) -> None:
+        save_policy(self.actor(), policy_dir)
+
+    def close(self) -> None:
+        self.model.env.close()
+
+    # ------------------------------------------------------------------ training
+    def run(self):
+        """Train to the end and write the policy folder; the run folder's lock is released however it ends."""
+        return self.lifecycle.run(self)
+
+    def train(self) -> None:
+        total = self.args.num_iterations * self.args.rollout.steps_per_iteration
+        self._start = time.perf_counter()
+        if total > self.model.num_timesteps:
+            # SB3 counts `total_timesteps` from num_timesteps when not resetting it; a restored checkpoint
+            # (always after an iteration, so num_timesteps > 0) continues, a fresh run starts at 0.
+            resumed = self.model.num_timesteps > 0
+            self.model.learn(total - self.model.num_timesteps, callback=self.collector, log_interval=None,
+                             reset_num_timesteps=not resumed)  # fmt: skip
 
     def after_update(self) -> None:
         seconds = time.perf_counter() - self._start
-        self.elapsed += seconds
-        self.iteration += 1
-        sps = self.args.rollout.steps_per_iteration / seconds
+        self._iteration += 1
         logged = self.model.logger.name_to_value
         metrics = {RENAMED.get(k[6:], k[6:]): float(v) for k, v in logged.items() if k.startswith("train/")}
         metrics["entropy"] = -metrics.pop("entropy_loss")
         self._check_finite(metrics)
-        record = {"type": "train", "iteration": self.iteration, "env_steps": self.model.num_timesteps,
-                  "time/wall_s": self.elapsed, "time/sps": sps, **self.collector.pop(),
-                  **{f"train/{k}": v for k, v in metrics.items()}}  # fmt: skip
-        self._write(record)
-        if self.iteration in eval_iterations(self.args):
-            self._write(eval_record(self.iteration, self.model.num_timesteps, self.evaluate))
-        if self.iteration % self.args.log.checkpoint_every == 0 or self.iteration == self.args.num_iterations:
-            meta = {"iteration": self.iteration, "env_steps": self.model.num_timesteps,
-                    "n_updates": self.model._n_updates, "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
-            trees = training_state(self.model, self.normalizer.obs_rms, self._ret_rms())
-            save_checkpoint(self.run_dir / "checkpoint", trees, meta)
-        self.logger.progress(self.model.num_timesteps, sps)
+        self.lifecycle.iteration_done(self, metrics, self.collector.pop(), seconds)
         self._start = time.perf_counter()  # evaluation and checkpoints are not training time
 
     def _check_finite(self, metrics: dict) -> None:
@@ -179,62 +192,7 @@ class Sb3Trainer:
             or ("observation statistics" if not np.isfinite([obs_rms.mean, obs_rms.var]).all() else None)
         )
         if bad is not None:
-            raise NonFiniteError(
-                f"training stopped: non-finite {bad} (NaN or inf) in iteration {self.iteration}; nothing of it "
-                f"was saved and the last checkpoint in {self.run_dir / 'checkpoint'} is kept"
-            )
-
-    def _write(self, record: dict) -> None:
-        self.logger.write(record)
-        self.num_records += 1
-
-    def restore(self) -> bool:
-        directory = find_checkpoint(self.run_dir / "checkpoint")
-        if directory is None:
-            return False
-        obs_rms = self.normalizer.obs_rms
-        trees, meta = load_checkpoint(directory, training_state(self.model, obs_rms, self._ret_rms()))
-        load_training_state(self.model, obs_rms, trees, self._ret_rms())
-        self.iteration, self.num_records, self.elapsed = (
-            meta[k] for k in ("iteration", "num_records", "elapsed")
-        )
-        self.model.num_timesteps, self.model._n_updates = meta["env_steps"], meta["n_updates"]
-        return True
-
-    def run(self):
-        """Train to the end and write the policy folder; the run folder's lock is released however it ends."""
-        try:
-            return self._train()
-        finally:
-            self.lock.release()
-
-    def _train(self):
-        args = self.args
-        resumed = args.resume and self.restore()
-        write_run_json(self.run_dir, "ppo", args)
-        total = args.num_iterations * args.rollout.steps_per_iteration
-        self.logger = RunLogger(self.run_dir, total, args.log.tensorboard, args.log.progress)
-        if resumed:
-            self.logger.truncate(self.num_records)
-        self._start = time.perf_counter()
-        try:
-            if total > self.model.num_timesteps:
-                # SB3 counts `total_timesteps` from num_timesteps when not resetting it.
-                self.model.learn(total - self.model.num_timesteps, callback=self.collector, log_interval=None,
-                                 reset_num_timesteps=not resumed)  # fmt: skip
-        finally:
-            self.logger.close()
-        return self.finish()
-
-    def finish(self):
-        """The policy folder (config.json, model.safetensors, results.json), as the shared loop writes it."""
-        args, policy_dir = self.args, self.run_dir / "policy"
-        save_policy(self.actor(), policy_dir)
-        returns, lengths = self.evaluate(True, args.eval.final_episodes)
-        write_results(policy_dir, env_id=args.env, algo="ppo", returns=returns, lengths=lengths, seed=args.seed,
-                      env_steps=int(self.model.num_timesteps), eval_seed=eval_seed(args.seed, self.iteration))  # fmt: skip
-        self.model.env.close()
-        return policy_dir
+            raise self.lifecycle.non_finite(bad, self._iteration)
 
 
 def playground_preset(env: str | None) -> Args:

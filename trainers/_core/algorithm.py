@@ -1,4 +1,4 @@
-"""The interface an on-policy algorithm implements; everything else is shared (DESIGN.md section 4)."""
+"""The interface an on-policy algorithm implements; everything else is shared."""
 
 import abc
 from pathlib import Path

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from gsbpolicy import PolicySpec
+from gsbpolicy import PolicySpec, env_kind
 from gsbpolicy._cli import require_extra
 
 
@@ -293,7 +293,7 @@ def widths(args):
 
 def check_env_id(env: str) -> None:
     """Fail at parse time on an unknown env id, listing what is valid."""
-    if "-v" in env:
+    if env_kind(env) == "gymnasium":
         import gymnasium
 
         if env not in gymnasium.registry:

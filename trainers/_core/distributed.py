@@ -48,13 +48,8 @@ def initialize(requested: bool) -> None:
     """
     if not (requested or cluster_detected()) or jax.distributed.is_initialized():
         return
-    from jax._src import xla_bridge
-
-    if xla_bridge.backends_are_initialized():
-        raise RuntimeError(
-            "--distributed needs jax.distributed.initialize() before JAX starts its backend, but a JAX "
-            "computation already ran in this process; start training from a fresh process"
-        )
+    # Called after the backend started (a computation already ran in this process), JAX itself refuses
+    # with a RuntimeError that says so: training must then start from a fresh process.
     count, index = os.environ.get("JAX_NUM_PROCESSES"), os.environ.get("JAX_PROCESS_ID")
     jax.distributed.initialize(
         num_processes=None if count is None else int(count), process_id=None if index is None else int(index)

@@ -1,55 +1,17 @@
-"""Evaluation with the paper's protocols; each point reports deterministic-ODE and stochastic returns.
+"""Evaluation records shared by every trainer and env kind; each point reports deterministic-ODE and
+stochastic returns. How a policy is run for them depends on the env kind (`trainers._core.envs`):
 
 - Playground: fresh envs (`eval.num_envs`), one episode of `episode_length` steps each, as a jitted scan.
 - Gymnasium: `eval.episodes` episodes in a vector env through `gsbpolicy.evaluate` (the same code users
-  and the model cards use), with a predictor built from the algorithm.
+  and the model cards use), with an `AlgorithmPredictor`.
 """
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh
-
-from gsbpolicy import evaluate
 
 from .algorithm import AbstractAlgorithm
-from .distributed import batch_sharding, constrain, replicated
-from .envs import PlaygroundEnv
-
-
-def make_playground_eval(
-    algorithm: AbstractAlgorithm, env: PlaygroundEnv, episode_length: int, mesh: Mesh | None = None
-):
-    """A jitted `eval(actor, key, deterministic) -> (returns, lengths)` over `env.num_envs` fresh episodes.
-
-    With a `mesh`, the envs are split over its devices and the results gathered onto every device.
-    """
-
-    def run(actor, key, deterministic: bool):
-        reset_key, act_key = jax.random.split(key)
-        env_state, obs = env.reset(reset_key)
-        if mesh is not None:
-            env_state, obs = constrain((env_state, obs), batch_sharding(mesh))
-        zeros = jnp.zeros(obs.shape[0])
-
-        def step(carry, step_key):
-            env_state, obs, total, length, alive = carry
-            if deterministic:
-                action = algorithm.deterministic_act(actor, obs)
-            else:
-                action, _ = algorithm.act(actor, obs, step_key)
-            env_state, ts = env.step(env_state, action)
-            total = total + jnp.where(alive, ts.reward, 0.0)
-            length = length + alive
-            alive = alive & ~(ts.terminated | ts.truncated)
-            return (env_state, ts.obs, total, length, alive), None
-
-        init = (env_state, obs, zeros, zeros, jnp.ones(obs.shape[0], bool))
-        (_, _, total, length, _), _ = jax.lax.scan(step, init, jax.random.split(act_key, episode_length))
-        return (total, length) if mesh is None else constrain((total, length), replicated(mesh))
-
-    return eqx.filter_jit(run)
 
 
 class AlgorithmPredictor:
@@ -70,20 +32,6 @@ class AlgorithmPredictor:
             action, _ = self._stochastic(self.actor, obs, key)
         action = np.asarray(action)
         return (action[0] if np.ndim(observation) == 1 else action), state
-
-
-def evaluate_gym(
-    algorithm: AbstractAlgorithm, actor, env_id: str, episodes: int, seed: int, deterministic: bool
-):
-    """Per-episode returns and lengths over `episodes` episodes run in a sync vector env."""
-    import gymnasium
-
-    env = gymnasium.make_vec(env_id, num_envs=min(episodes, 10), vectorization_mode="sync")
-    try:
-        result = evaluate(AlgorithmPredictor(algorithm, actor, seed), env, episodes, deterministic, seed)
-    finally:
-        env.close()
-    return np.asarray(result.returns), np.asarray(result.lengths)
 
 
 def eval_seed(train_seed: int, iteration: int) -> int:

@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from gsbpolicy import env_kind
+
 from .algorithm import AbstractAlgorithm
 from .config import TrainArgs
 from .distributed import AXIS, constrain
@@ -47,7 +49,7 @@ def _next_values(model: ActorCritic, data: Transition, values, args: TrainArgs):
     GAE of the Playground presets this was a third of the update's critic work). Gymnasium time limits
     are not known here, so those keep the full pass.
     """
-    if "-v" in args.env:
+    if env_kind(args.env) == "gymnasium":
         return _values(model, data.final_obs)
     num_steps = values.shape[1]
     per_sequence = -(-num_steps // args.rollout.episode_length) + 1
@@ -103,19 +105,79 @@ class NonFiniteError(RuntimeError):
     """Training produced a NaN or inf; the run stops before saving anything of that iteration."""
 
 
-def pop_finite_flags(metrics: dict, iteration: int) -> dict:
-    """`metrics` without the `FINITE` flags; raises `NonFiniteError` naming the first quantity (in the
-    order they are computed: loss, gradient, parameters) that went non-finite in `iteration`."""
-    bad = [name for name in FINITE_QUANTITIES if not metrics[FINITE + name]]
-    if bad:
-        raise NonFiniteError(f"training stopped: non-finite {bad[0]} (NaN or inf) in iteration {iteration}")
-    return {k: v for k, v in metrics.items() if not k.startswith(FINITE)}
+def pop_finite_flags(metrics: dict) -> tuple[dict, str | None]:
+    """`metrics` without the `FINITE` flags, and the first quantity (in the order they are computed: loss,
+    gradient, parameters) that went non-finite, or None when all stayed finite."""
+    bad = next((name for name in FINITE_QUANTITIES if not metrics[FINITE + name]), None)
+    return {k: v for k, v in metrics.items() if not k.startswith(FINITE)}, bad
 
 
 def all_finite(tree) -> jax.Array:
     """One boolean: every array leaf of `tree` is free of NaN and inf."""
     leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array))]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
+def _minibatch_step(algorithm: AbstractAlgorithm, args: TrainArgs, optimizers: Optimizers, static):
+    """One gradient step on one minibatch, as a `lax.scan` body over minibatches. Scan carries must be arrays
+    only: the model's static parts (activations, specs) are closed over."""
+
+    def step(carry, batch):
+        arrays, opt_state, key = carry
+        key, loss_key = jax.random.split(key)
+        model = eqx.combine(arrays, static)
+        params, frozen = eqx.partition(model, trainable_mask(model))
+        grad_fn = jax.value_and_grad(_loss, has_aux=True)
+        (loss, metrics), grads = grad_fn(params, frozen, algorithm, args, batch, loss_key)
+        params, opt_state = optimizers.update(grads, opt_state, params)
+        finite = {"loss": all_finite(loss), "gradient": all_finite(grads)}
+        return (eqx.filter(eqx.combine(params, frozen), eqx.is_array), opt_state, key), (metrics, finite)
+
+    return step
+
+
+def _epoch(rollout, minibatch_step, split):
+    """One pass over the iteration's sequences in a fresh order, as a `lax.scan` body over epochs."""
+
+    def epoch(carry, _):
+        arrays, opt_state, key, batch = carry
+        key, perm_key = jax.random.split(key)
+        # One permutation of all the iteration's sequences, as on one device, even when they are split
+        # over several: each minibatch is a uniform draw from the global batch and a run's numbers do not
+        # depend on the device count (only float summation order does). Brax-style per-device shuffling
+        # would draw stratified minibatches (an equal share from each device's envs) and tie the numbers
+        # to the device count. The batch is whole on every device (see `make_update`), so each device picks
+        # its share of each minibatch locally.
+        perm = jax.random.permutation(perm_key, rollout.sequences_per_iteration)
+        minibatches = jax.tree.map(
+            lambda x: x[perm].reshape(rollout.num_minibatches, rollout.batch_size, *x.shape[1:]), batch
+        )
+        minibatches = split(minibatches, PartitionSpec(None, AXIS))
+        (arrays, opt_state, key), metrics = jax.lax.scan(
+            minibatch_step, (arrays, opt_state, key), minibatches
+        )
+        return (arrays, opt_state, key, batch), metrics
+
+    return epoch
+
+
+def _advantage_inputs(model: ActorCritic, data: Transition, args: TrainArgs):
+    """(data, advantages, value targets) for the epochs: zeros when GAE is recomputed per minibatch."""
+    if args.rollout.recompute_gae:
+        zeros = jnp.zeros(data.reward.shape)
+        return (data, zeros, zeros)
+    return (data, *_gae(model, data, args))
+
+
+def _next_state(model: ActorCritic, opt_state, key, state: TrainState, data: Transition, metrics, finite):
+    """The state after the epochs, and the iteration's mean metrics with their `FINITE` flags."""
+    metrics = jax.tree.map(jnp.mean, metrics)
+    # Observation statistics move only after the update: the stored old log-densities and drifts
+    # were computed with the rollout's normalizer, and the loss must compare against the same one.
+    model = model.with_normalizer(model.normalizer.update(data.obs))
+    state = TrainState(model, opt_state, key, state.iteration + 1, state.env_steps + data.reward.size)
+    finite = {**jax.tree.map(jnp.all, finite), "parameters": all_finite(model)}
+    return state, {**metrics, **{FINITE + name: ok for name, ok in finite.items()}}
 
 
 def make_update(
@@ -135,59 +197,15 @@ def make_update(
         return tree if mesh is None else constrain(tree, NamedSharding(mesh, spec))
 
     def update(state: TrainState, data: Transition) -> tuple[TrainState, dict]:
-        # Scan carries must be arrays only: close over the model's static parts (activations, specs).
         arrays, static = eqx.partition(state.model, eqx.is_array)
-
-        def minibatch_step(carry, batch):
-            arrays, opt_state, key = carry
-            key, loss_key = jax.random.split(key)
-            model = eqx.combine(arrays, static)
-            params, frozen = eqx.partition(model, trainable_mask(model))
-            grad_fn = jax.value_and_grad(_loss, has_aux=True)
-            (loss, metrics), grads = grad_fn(params, frozen, algorithm, args, batch, loss_key)
-            params, opt_state = optimizers.update(grads, opt_state, params)
-            finite = {"loss": all_finite(loss), "gradient": all_finite(grads)}
-            return (eqx.filter(eqx.combine(params, frozen), eqx.is_array), opt_state, key), (metrics, finite)
-
-        def epoch(carry, _):
-            arrays, opt_state, key, batch = carry
-            key, perm_key = jax.random.split(key)
-            # One permutation of all the iteration's sequences, as on one device, even when they are split
-            # over several: each minibatch is a uniform draw from the global batch and a run's numbers do not
-            # depend on the device count (only float summation order does). Brax-style per-device shuffling
-            # would draw stratified minibatches (an equal share from each device's envs) and tie the numbers
-            # to the device count. The batch is whole on every device (below), so each device picks its
-            # share of each minibatch locally.
-            perm = jax.random.permutation(perm_key, rollout.sequences_per_iteration)
-            minibatches = jax.tree.map(
-                lambda x: x[perm].reshape(rollout.num_minibatches, rollout.batch_size, *x.shape[1:]), batch
-            )
-            minibatches = split(minibatches, PartitionSpec(None, AXIS))
-            (arrays, opt_state, key), metrics = jax.lax.scan(
-                minibatch_step, (arrays, opt_state, key), minibatches
-            )
-            return (arrays, opt_state, key, batch), metrics
-
+        epoch = _epoch(rollout, _minibatch_step(algorithm, args, optimizers, static), split)
         key, update_key = jax.random.split(state.key)
-        if rollout.recompute_gae:
-            zeros = jnp.zeros(data.reward.shape)
-            batch = (data, zeros, zeros)
-        else:
-            batch = (data, *_gae(state.model, data, args))
         # Gather the iteration's batch onto every device once (one all-gather), so that the global shuffle
         # of each epoch needs no communication; left split, XLA would move the whole batch every epoch.
-        batch = split(batch, PartitionSpec())
-        (arrays, opt_state, _, _), metrics = jax.lax.scan(
+        batch = split(_advantage_inputs(state.model, data, args), PartitionSpec())
+        (arrays, opt_state, _, _), (metrics, finite) = jax.lax.scan(
             epoch, (arrays, state.opt_state, update_key, batch), None, length=rollout.epochs
         )
-        metrics, finite = metrics
-        metrics = jax.tree.map(jnp.mean, metrics)
-        model = eqx.combine(arrays, static)
-        # Observation statistics move only after the update: the stored old log-densities and drifts
-        # were computed with the rollout's normalizer, and the loss must compare against the same one.
-        model = model.with_normalizer(model.normalizer.update(data.obs))
-        state = TrainState(model, opt_state, key, state.iteration + 1, state.env_steps + data.reward.size)
-        finite = {**jax.tree.map(jnp.all, finite), "parameters": all_finite(model)}
-        return state, {**metrics, **{FINITE + name: ok for name, ok in finite.items()}}
+        return _next_state(eqx.combine(arrays, static), opt_state, key, state, data, metrics, finite)
 
     return update

@@ -20,8 +20,9 @@ import numpy as np
 
 from trainers._core.config import TrainArgs
 from trainers._core.envs import PlaygroundEnv
+from trainers._core.envs.playground_backend import collect_playground
 from trainers._core.model import ActorCritic, Optimizers, ValueMLP, trainable_mask
-from trainers._core.rollout import Transition, collect_playground
+from trainers._core.rollout import Transition
 from trainers._core.update import TrainState, make_update
 from trainers.gsb_mdpo import GsbMdpo, gym_preset, playground_preset
 from trainers.presets import with_fields

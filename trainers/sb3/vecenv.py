@@ -16,8 +16,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor, VecNormalize
 
-from .config import TrainArgs
-from .envs import PlaygroundEnv
+from gsbpolicy import env_kind
+
+from .._core.config import TrainArgs
+from .._core.envs import PlaygroundEnv
 
 
 class PlaygroundVecEnv(VecEnv):
@@ -102,7 +104,7 @@ def make_sb3_env(args: TrainArgs, normalize_reward: bool = False) -> tuple[VecEn
     Episode statistics are taken below the reward scaling, so they are in the task's own reward units.
     """
     rollout = args.rollout
-    if "-v" in args.env:
+    if env_kind(args.env) == "gymnasium":
         venv = make_vec_env(args.env, rollout.num_envs, seed=args.seed)
     else:
         env = PlaygroundEnv.make(args.env, rollout.num_envs, rollout.episode_length, rollout.action_repeat)

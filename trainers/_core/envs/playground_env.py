@@ -1,24 +1,11 @@
-"""Environment adapters with one output type, `Timestep`, for MuJoCo Playground and Gymnasium.
-
-Both adapters auto-reset finished episodes inside `step` and keep the observation the step reached in
-`final_obs`, so that GAE can bootstrap a time-limit truncation from V(final_obs) while a true
-termination gets no bootstrap (see `trainers._core.gae.compute_gae`).
-
-Actions are given in the env's own bounds `[action_low, action_high]` (what `FlowPolicy.to_env`
-returns; [-1, 1] for every dm_control_suite task) and are clipped to them here, so that the reward
-terms that read the action (control costs) see the same action as the physics.
-
-- `PlaygroundEnv`: a pure-functional, jittable batch of B MJX envs (dm_control_suite, impl="jax").
-- `GymnasiumEnv`: a host-side (numpy) adapter over a Gymnasium vector env in SAME_STEP autoreset mode.
-- `make_env`: picks one of them from the env id.
-"""
+"""`PlaygroundEnv`: a pure-functional, jittable batch of B MuJoCo Playground envs (dm_control_suite, MJX
+impl="jax") with its own time limit and auto-reset to cached first states."""
 
 import contextlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import equinox as eqx
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,28 +13,10 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from mujoco import mjx
 from mujoco_playground import MjxEnv, State, dm_control_suite
 
+from .base import Timestep
+
 PLAYGROUND_ENVS: tuple[str, ...] = tuple(dm_control_suite.ALL_ENVS)
 """The MuJoCo Playground dm_control_suite task names `PlaygroundEnv.make` accepts."""
-
-_AnyArray = Array | np.ndarray
-
-
-class Timestep(NamedTuple):
-    """What one batched env step reports; every leaf is batched over the B envs.
-
-    Attributes:
-        obs: observation to act on next; after an auto-reset, the first observation of the new episode.
-        reward: reward of this step.
-        terminated: the step reached a true terminal state (no bootstrap).
-        truncated: the time limit was hit and the state is not terminal (bootstrap from `final_obs`).
-        final_obs: observation reached by this step before any auto-reset (equals `obs` where not done).
-    """
-
-    obs: Float[_AnyArray, "b obs_dim"]
-    reward: Float[_AnyArray, " b"]
-    terminated: Bool[_AnyArray, " b"]
-    truncated: Bool[_AnyArray, " b"]
-    final_obs: Float[_AnyArray, "b obs_dim"]
 
 
 class PlaygroundState(NamedTuple):
@@ -252,108 +221,3 @@ class PlaygroundEnv(eqx.Module):
 def _where_tree(pred: Bool[Array, ""], on_true: Any, on_false: Any) -> Any:
     """Per-env select of a whole pytree (used under vmap, so `pred` is a scalar)."""
     return jax.tree.map(lambda x, y: jnp.where(pred, x, y), on_true, on_false)
-
-
-class GymnasiumEnv:
-    """Host-side adapter over a Gymnasium vector env in SAME_STEP autoreset mode (numpy in and out).
-
-    In SAME_STEP mode a finished sub-env is reset inside the step that ended it: the returned
-    observation is the new episode's first one and `info["final_obs"]` holds the last one. A step both
-    terminated and truncated counts as terminated. Build with `GymnasiumEnv.make`.
-
-    Args:
-        vec_env: a vector env with `AutoresetMode.SAME_STEP` and 1-D Box observation and action spaces.
-    """
-
-    def __init__(self, vec_env: gym.vector.VectorEnv):
-        mode = vec_env.metadata.get("autoreset_mode")
-        if mode != gym.vector.AutoresetMode.SAME_STEP:
-            raise ValueError(f"GymnasiumEnv needs AutoresetMode.SAME_STEP, got {mode}")
-        for space in (vec_env.single_observation_space, vec_env.single_action_space):
-            if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-                raise ValueError(f"GymnasiumEnv supports 1-D Box spaces only, got {space}")
-        self.vec_env = vec_env
-
-    @classmethod
-    def make(
-        cls, env_id: str, num_envs: int, vectorization_mode: str = "sync", **env_kwargs: Any
-    ) -> "GymnasiumEnv":
-        """`gym.make_vec` in SAME_STEP autoreset mode.
-
-        Args:
-            env_id: a Gymnasium id such as "Hopper-v5".
-            num_envs: number of sub-envs B.
-            vectorization_mode: "sync" (one process; the faster choice on 2 cores) or "async" (one
-                spawned worker process per sub-env).
-            **env_kwargs: passed to `gym.make` for each sub-env, e.g. `max_episode_steps`.
-        """
-        vector_kwargs: dict[str, Any] = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
-        if vectorization_mode == "async":
-            # The default "fork" copies a multithreaded process once JAX is loaded, which can deadlock.
-            vector_kwargs["context"] = "spawn"
-        vec_env = gym.make_vec(
-            env_id, num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vector_kwargs, **env_kwargs
-        )
-        return cls(vec_env)
-
-    @property
-    def num_envs(self) -> int:
-        return self.vec_env.num_envs
-
-    @property
-    def obs_dim(self) -> int:
-        return self.vec_env.single_observation_space.shape[0]
-
-    @property
-    def act_dim(self) -> int:
-        return self.vec_env.single_action_space.shape[0]
-
-    @property
-    def action_low(self) -> np.ndarray:
-        """Lower action bounds [act_dim]."""
-        return self.vec_env.single_action_space.low.astype(np.float32)
-
-    @property
-    def action_high(self) -> np.ndarray:
-        """Upper action bounds [act_dim]."""
-        return self.vec_env.single_action_space.high.astype(np.float32)
-
-    def reset(self, seed: int | None = None) -> Float[np.ndarray, "b obs_dim"]:
-        """Reset all sub-envs (sub-env i is seeded with seed + i) and return their observations."""
-        obs, _ = self.vec_env.reset(seed=seed)
-        return obs.astype(np.float32)
-
-    def step(self, action: Float[np.ndarray, "b act_dim"]) -> Timestep:
-        """Step all sub-envs with actions in [action_low, action_high] (clipped to them)."""
-        action = np.clip(action, self.action_low, self.action_high)
-        obs, reward, terminated, truncated, info = self.vec_env.step(action)
-        done = terminated | truncated
-        final_obs = obs.copy()
-        if done.any():
-            final_obs[done] = np.stack(info["final_obs"][done])
-        return Timestep(
-            obs=obs.astype(np.float32),
-            reward=reward.astype(np.float32),
-            terminated=terminated.astype(bool),
-            truncated=truncated & ~terminated,
-            final_obs=final_obs.astype(np.float32),
-        )
-
-    def close(self) -> None:
-        self.vec_env.close()
-
-
-def make_env(env_id: str, num_envs: int, **kwargs: Any) -> PlaygroundEnv | GymnasiumEnv:
-    """Make B envs from an id: a Gymnasium id contains "-v" ("Hopper-v5"), anything else is Playground.
-
-    Args:
-        env_id: a Gymnasium id or a name from `PLAYGROUND_ENVS` ("CartpoleSwingup").
-        num_envs: number of envs B.
-        **kwargs: passed to `GymnasiumEnv.make` or `PlaygroundEnv.make`.
-
-    Raises:
-        ValueError: for a non-Gymnasium id that is not a Playground dm_control_suite name.
-    """
-    if "-v" in env_id:
-        return GymnasiumEnv.make(env_id, num_envs, **kwargs)
-    return PlaygroundEnv.make(env_id, num_envs, **kwargs)

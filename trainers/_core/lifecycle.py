@@ -1,0 +1,193 @@
+"""One run's life, the same for every trainer: the run folder and its lock, resume, run.json, metrics.jsonl,
+the due evaluations and checkpoints, the stop on a non-finite update, and the end (final deterministic
+evaluation -> policy folder -> results.json -> optional ONNX).
+
+A trainer supplies only what differs, as a `Learner`: how it trains (calling `RunLifecycle.iteration_done`
+after every iteration), what its checkpoint holds, how it evaluates and how it saves its actor.
+"""
+
+import abc
+import contextlib
+import functools
+from pathlib import Path
+
+from .checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from .config import TrainArgs, output_path
+from .evaluation import eval_record, eval_seed, write_results
+from .rundir import open_run_folder
+from .runlog import RunLogger, write_run_json
+from .update import NonFiniteError
+
+
+def eval_iterations(args: TrainArgs) -> set[int]:
+    """1-based iteration counts after which to evaluate (the last iteration always)."""
+    n = args.num_iterations
+    if args.eval.interval_steps > 0:
+        per = args.rollout.steps_per_iteration
+        due = {
+            i
+            for i in range(1, n + 1)
+            if (i * per) // args.eval.interval_steps > ((i - 1) * per) // args.eval.interval_steps
+        }
+    else:
+        due = {max(1, round(k * n / args.eval.num_evals)) for k in range(1, args.eval.num_evals + 1)}
+    return due | {n}
+
+
+class Learner(abc.ABC):
+    """What a trainer supplies to its `RunLifecycle`."""
+
+    @property
+    @abc.abstractmethod
+    def iteration(self) -> int:
+        """Iterations trained so far."""
+
+    @property
+    @abc.abstractmethod
+    def env_steps(self) -> int:
+        """Env steps collected so far."""
+
+    @abc.abstractmethod
+    def train(self) -> None:
+        """Train up to `num_iterations`, calling `RunLifecycle.iteration_done` after every iteration."""
+
+    @abc.abstractmethod
+    def checkpoint_trees(self) -> dict:
+        """{name: pytree of arrays} of everything training continues from (also the skeletons to load)."""
+
+    def checkpoint_fields(self) -> dict:
+        """Extra JSON fields of the checkpoint record (none by default)."""
+        return {}
+
+    @abc.abstractmethod
+    def load_checkpoint(self, trees: dict, meta: dict) -> None:
+        """Continue from loaded `checkpoint_trees` and the checkpoint record `meta`."""
+
+    @abc.abstractmethod
+    def evaluate(self, deterministic: bool, seed: int, episodes: int | None = None):
+        """Per-episode (returns, lengths) of the current policy, as numpy; every process calls it."""
+
+    @abc.abstractmethod
+    def save_actor(self, policy_dir: Path) -> None:
+        """Write the deployable policy folder (config.json + model.safetensors)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the training envs."""
+
+
+class RunLifecycle:
+    """The run folder of one run of `algo` with `args`, locked from construction to the end of `run`.
+
+    `writer=False` (processes other than 0 of a multi-process run) only checks the folder and writes nothing;
+    such a process still takes part in every collective (checkpoints, evaluations).
+    """
+
+    def __init__(self, algo: str, args: TrainArgs, writer: bool = True):
+        self.algo, self.args, self.writer = algo, args, writer
+        self.run_dir = output_path(args.output_dir, args.env, algo, args.seed)
+        self.lock = open_run_folder(self.run_dir, algo, args, writer=writer)
+        self.due_evals = eval_iterations(args)
+        self.num_records, self.elapsed = 0, 0.0
+        self.checkpointed = None  # iteration of the last checkpoint written or loaded
+        self.logger = None
+
+    def release(self) -> None:
+        """Give up the run folder's lock (the end of `run` does it; so does the end of the process)."""
+        if self.lock is not None:
+            self.lock.release()
+
+    @contextlib.contextmanager
+    def released_on_error(self):
+        """Give the lock up if setting up the trainer fails (a half-built trainer never runs)."""
+        try:
+            yield
+        except BaseException:
+            self.release()
+            raise
+
+    def run(self, learner: Learner, mesh=None) -> Path:
+        """Resume if asked, train to the end and write the policy folder; the lock is released however it
+        ends. `mesh` (recorded in run.json) is the devices the batch is split over."""
+        try:
+            resumed = self.args.resume and self.restore(learner)
+            if self.writer:
+                write_run_json(self.run_dir, self.algo, self.args, mesh)
+            log = self.args.log
+            self.logger = RunLogger(self.run_dir, self.args.num_iterations * self.args.rollout.steps_per_iteration,
+                                    log.tensorboard, log.progress, enabled=self.writer)  # fmt: skip
+            if resumed:
+                self.logger.truncate(self.num_records)
+            try:
+                learner.train()
+            finally:
+                self.logger.close()
+            return self.finish(learner)
+        finally:
+            self.release()
+
+    def restore(self, learner: Learner) -> bool:
+        """Load the latest checkpoint into `learner` if there is one; returns whether one was loaded."""
+        directory = find_checkpoint(self.run_dir / "checkpoint")
+        if directory is None:
+            return False
+        trees, meta = load_checkpoint(directory, learner.checkpoint_trees())
+        learner.load_checkpoint(trees, meta)
+        self.num_records, self.elapsed = meta["num_records"], meta["elapsed"]
+        self.checkpointed = meta["iteration"]
+        return True
+
+    def save_checkpoint(self, learner: Learner) -> None:
+        """Write the checkpoint (a collective: every process calls it; process 0 writes)."""
+        meta = {"iteration": learner.iteration, "env_steps": learner.env_steps, **learner.checkpoint_fields(),
+                "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
+        save_checkpoint(self.run_dir / "checkpoint", learner.checkpoint_trees(), meta)
+        self.checkpointed = meta["iteration"]
+
+    def non_finite(self, quantity: str, iteration: int) -> NonFiniteError:
+        """The error that stops a run whose `iteration` made `quantity` non-finite, before anything of that
+        iteration is logged or saved."""
+        kept = (f"the last good checkpoint (iteration {self.checkpointed}) is kept in {self.run_dir / 'checkpoint'}"
+                if self.checkpointed is not None else "no checkpoint had been written")  # fmt: skip
+        return NonFiniteError(f"training stopped: non-finite {quantity} (NaN or inf) in iteration {iteration}; "
+                              f"nothing of it was saved and {kept}")  # fmt: skip
+
+    def iteration_done(self, learner: Learner, metrics: dict, episodes: dict, seconds: float) -> None:
+        """Log an iteration that took `seconds` of training (`metrics`: its losses and diagnostics;
+        `episodes`: the training episodes it finished), then evaluate and checkpoint when due."""
+        self.elapsed += seconds
+        iteration, env_steps = learner.iteration, learner.env_steps
+        sps = self.args.rollout.steps_per_iteration / seconds
+        record = {"type": "train", "iteration": iteration, "env_steps": env_steps, "time/wall_s": self.elapsed,
+                  "time/sps": sps, **episodes, **{f"train/{k}": v for k, v in metrics.items()}}  # fmt: skip
+        self._write(record)
+        if iteration in self.due_evals:
+            self._write(eval_record(iteration, env_steps, functools.partial(self.evaluate, learner)))
+        if iteration % self.args.log.checkpoint_every == 0 or iteration == self.args.num_iterations:
+            self.save_checkpoint(learner)
+        self.logger.progress(env_steps, sps)
+
+    def _write(self, record: dict) -> None:
+        self.logger.write(record)
+        self.num_records += 1
+
+    def evaluate(self, learner: Learner, deterministic: bool, episodes: int | None = None):
+        """`learner.evaluate` with the evaluation seed of its current iteration."""
+        return learner.evaluate(deterministic, eval_seed(self.args.seed, learner.iteration), episodes)
+
+    def finish(self, learner: Learner) -> Path:
+        """Write the policy folder: config.json, model.safetensors, results.json (and policy.onnx)."""
+        args, policy_dir = self.args, self.run_dir / "policy"
+        # Every process evaluates (a collective); process 0 alone writes.
+        returns, lengths = self.evaluate(learner, True, args.eval.final_episodes)
+        if not self.writer:
+            return policy_dir
+        learner.save_actor(policy_dir)
+        write_results(policy_dir, env_id=args.env, algo=self.algo, returns=returns, lengths=lengths, seed=args.seed,
+                      env_steps=learner.env_steps, eval_seed=eval_seed(args.seed, learner.iteration))  # fmt: skip
+        if args.log.export_onnx:
+            from export.onnx import export_policy_folder
+
+            export_policy_folder(policy_dir)
+        learner.close()
+        return policy_dir
