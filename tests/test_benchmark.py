@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gsbpolicy.cli import CommandError
-from trainers.benchmark import aggregate, stats
+from trainers.benchmark import aggregate, compare, stats
 from trainers.benchmark import runner as benchmark
 from trainers.benchmark.suites import SUITES, Suite, Variant
 
@@ -141,6 +141,41 @@ def test_bad_runner_arguments_are_one_line_usage_errors(tiny_suite, tmp_path, ca
     assert exit_info.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("error: ") and re.search(message, err)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_by_default_a_suite_runs_outside_the_source_tree_and_is_compared_with_the_committed_one(
+    tiny_suite, tmp_path, monkeypatch, capsys
+):
+    runs = tmp_path / "runs"
+    args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0,), runs_dir=runs)
+    assert benchmark.results_folder(args) == runs / "tiny"
+    # A sibling suite's ledger in the default layout is found, so its run is reused, not retrained.
+    cmd = benchmark.command(
+        tiny_suite, "InvertedPendulum-v5", tiny_suite.variants[0], 0, tmp_path / "x", False
+    )
+    other = {**_record("gsb_mdpo", 0, 7.0, [7.0]), "suite": "other", "command": " ".join(cmd[1:])}
+    benchmark.append_ledger(runs / "other" / "other.runs.jsonl", other)
+    monkeypatch.setattr(benchmark, "_train", lambda *a: pytest.fail("a finished run was trained again"))
+    committed = tmp_path / "committed"
+    committed.mkdir()
+    (committed / "tiny.json").write_text(json.dumps({"tasks": {"InvertedPendulum-v5": {"gsb_mdpo": {
+        "final_mean": 9.0, "final_std": 1.0, "seeds": [0, 1, 2]}}}}))  # fmt: skip
+    monkeypatch.setattr(benchmark, "COMMITTED", committed)
+    monkeypatch.setattr(benchmark, "write_comparison", lambda s, d: compare.write_comparison(s, d, committed))
+    assert benchmark.run_suite(args) == 0
+    out = capsys.readouterr().out
+    assert f"results in {runs / 'tiny'}" in out
+    row = "| InvertedPendulum-v5 | gsb_mdpo | 7.0 ± 0.0 (seeds 0) | 9.0 ± 1.0 (seeds 0, 1, 2) |"
+    assert row in out and row in (runs / "tiny" / "tiny.comparison.md").read_text()
+    assert (runs / "tiny" / "tiny.runs.jsonl").exists() and not (committed / "tiny.runs.jsonl").exists()
+
+
+def test_publish_writes_only_the_committed_results():
+    args = benchmark.BenchArgs(suite="tiny", publish=True)
+    assert benchmark.results_folder(args) == benchmark.COMMITTED
+    elsewhere = benchmark.BenchArgs(suite="tiny", publish=True, results_dir=benchmark.COMMITTED.parent)
+    with pytest.raises(CommandError, match="--publish writes into .*; drop --results-dir"):
+        benchmark.results_folder(elsewhere)
 
 
 def _record(variant, seed, final, curve, cost=10.0):

@@ -5,9 +5,11 @@
 Suites are data (`trainers.benchmark.suites`). Each run is `python -m trainers.<method> --preset <suite
 preset> --env <task> --seed <s> --total-steps <budget> <suite overrides> <variant overrides>` in its own
 process, so its wall-clock and memory (RSS of the process tree, sampled; device memory through nvidia-smi on
-GPUs) are its own. As each run finishes, one line goes into `hub_cards/results/<suite>.runs.jsonl` (the
-committed raw record: curve, final evaluation, cost, hardware, commit) and the summaries are regenerated
-from it (`trainers.benchmark.aggregate`). Finished runs are skipped; with `--resume` an interrupted run
+GPUs) are its own. As each run finishes, one line goes into `<results dir>/<suite>.runs.jsonl` (the
+raw record: curve, final evaluation, cost, hardware, commit) and the summaries are regenerated from it
+(`trainers.benchmark.aggregate`). By default all of it lands under runs/benchmarks/<suite>/, and the end of
+the command compares the new runs with the committed results; `--publish` adds them to the committed
+results in hub_cards/results instead. Finished runs are skipped; with `--resume` an interrupted run
 continues from its checkpoint. Ctrl-C or a crash loses at most the run in progress, which `--resume` then
 continues.
 """
@@ -30,6 +32,8 @@ from gsbpolicy.cli import CommandError, check_writable_folder, run_command
 from gsbpolicy.files import atomic_write_text
 
 from .._core.runlog import read_jsonl as read_ledger
+from .aggregate import RESULTS_DIR as COMMITTED
+from .compare import write_comparison
 from .suites import SUITES, Suite, Variant, available_methods
 
 
@@ -47,10 +51,15 @@ class BenchArgs:
     """Subset of the suite's seeds (default: all)."""
     resume: bool = False
     """Continue interrupted runs from their checkpoints (without it an interrupted run is an error)."""
-    runs_dir: Path = Path("runs/bench")
+    runs_dir: Path = Path("runs/benchmarks")
     """Where run folders go: <runs_dir>/<suite>/<task>/<variant>/seed_<s>."""
-    results_dir: Path = Path("hub_cards/results")
-    """Where the run ledger and the generated summaries go."""
+    results_dir: Path | None = None
+    """Where the run ledger and the generated summaries go. Default: <runs_dir>/<suite>, outside the source
+    tree, with `<suite>.comparison.md` setting the new runs beside the committed results. The committed
+    results (hub_cards/results, and the README blocks made from them) are written only with --publish."""
+    publish: bool = False
+    """Add the runs to the committed results in hub_cards/results and regenerate the README's blocks (what a
+    maintainer does to publish new evidence; runs already in the committed ledger are skipped)."""
     dry_run: bool = False
     """Print the commands without running them."""
     jobs: int = 1
@@ -86,11 +95,29 @@ def trainer_args(cmd: str) -> str:
     return re.sub(r"--output-dir \S+ ", "", cmd)
 
 
-def finished_elsewhere(results_dir: Path, suite: str) -> dict[str, tuple[str, dict]]:
+def results_folder(args: BenchArgs) -> Path:
+    """Where this invocation's ledger and summaries go (see `BenchArgs.results_dir`)."""
+    if not args.publish:
+        return args.results_dir if args.results_dir is not None else args.runs_dir / args.suite
+    if args.results_dir is not None and args.results_dir.resolve() != COMMITTED.resolve():
+        raise CommandError(
+            f"--publish writes into {COMMITTED}; drop --results-dir {args.results_dir} or --publish"
+        )
+    return COMMITTED
+
+
+def other_ledgers(args: BenchArgs, results_dir: Path) -> list[Path]:
+    """The ledgers of the other suites beside this one's: in the same folder, or (the default layout) in the
+    sibling suite folders under --runs-dir."""
+    pattern = "*/*.runs.jsonl" if results_dir == args.runs_dir / args.suite else "*.runs.jsonl"
+    return sorted((results_dir.parent if pattern.startswith("*/") else results_dir).glob(pattern))
+
+
+def finished_elsewhere(ledgers: list[Path], suite: str) -> dict[str, tuple[str, dict]]:
     """Finished runs of the other suites' ledgers, by trainer args (e.g. ablation-cpu's default variant is
     cpu-gym's GSB-MDPO on Hopper-v5, so it is not trained twice)."""
     found = {}
-    for path in sorted(results_dir.glob("*.runs.jsonl")):
+    for path in ledgers:
         other = path.name.removesuffix(".runs.jsonl")
         if other != suite:
             for record in read_ledger(path):
@@ -325,14 +352,15 @@ def run_suite(args: BenchArgs) -> int:
         raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
     if not args.sample_interval > 0:
         raise CommandError(f"--sample-interval must be > 0 seconds, got {args.sample_interval}")
+    results_dir = results_folder(args)
     check_writable_folder(args.runs_dir, f"--runs-dir {args.runs_dir}")
-    check_writable_folder(args.results_dir, f"--results-dir {args.results_dir}")
+    check_writable_folder(results_dir, f"--results-dir {results_dir}")
     suite = SUITES[args.suite]
-    ledger = ledger_path(args.results_dir, suite.name)
+    ledger = ledger_path(results_dir, suite.name)
     done = {run_key(r) for r in read_ledger(ledger)}
     todo = [run for run in plan(args, suite) if (run[0], run[1].name, run[2]) not in done]
-    print(f"suite {suite.name}: {len(todo)} runs to do ({suite.budget_note})")
-    elsewhere = finished_elsewhere(args.results_dir, suite.name)
+    print(f"suite {suite.name}: {len(todo)} runs to do, results in {results_dir} ({suite.budget_note})")
+    elsewhere = finished_elsewhere(other_ledgers(args, results_dir), suite.name)
     commands = []
     for number, (task, variant, seed) in enumerate(todo, 1):
         directory = run_dir(args, suite, task, variant, seed)
@@ -353,7 +381,7 @@ def run_suite(args: BenchArgs) -> int:
     if args.dry_run:
         return 0
     if len(commands) < len(todo):
-        _aggregate(suite.name, args.results_dir)
+        _aggregate(suite.name, results_dir)
 
     # Runs go in plan order, `jobs` at a time; only this thread writes the ledger and the summaries, in the
     # order runs finish, so concurrent runs never race on a file.
@@ -376,10 +404,12 @@ def run_suite(args: BenchArgs) -> int:
             append_ledger(ledger, record)
             print(f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}, "
                   f"{record['cost']['wall_s']:.0f} s", flush=True)  # fmt: skip
-            _aggregate(suite.name, args.results_dir)
+            _aggregate(suite.name, results_dir)
     finally:
         # Ctrl-C must not start the queued runs (the running ones get the same SIGINT).
         pool.shutdown(wait=True, cancel_futures=True)
+    if results_dir.resolve() != COMMITTED.resolve() and (results_dir / f"{suite.name}.json").exists():
+        print(write_comparison(suite.name, results_dir))
     if failures:
         print(f"{len(failures)} runs failed: {failures}", file=sys.stderr)
     return 1 if failures else 0
