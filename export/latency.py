@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy
-from gsbpolicy._cli import OneLineParser, require_extra, run_command
+from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy, policy_kind
+from gsbpolicy.cli import CommandError, OneLineParser, require_extra, run_command
 
 from . import ONNX_MODULES
 
@@ -241,6 +241,10 @@ def _print_table(rows) -> None:
 def _latency_command(args: argparse.Namespace) -> None:
     if args.policy is not None:
         policy = load_policy_argument(args.policy)
+        if policy_kind(policy) != "flow":  # the floor model below is the flow's N-step MLP chain
+            raise CommandError(
+                f"export.latency measures flow policies; {args.policy} is a {policy_kind(policy)} policy"
+            )
     else:
         policy = make_policy(GYM_PRESET, key=jax.random.key(0))
     core = None if args.no_pin else pin_to_one_core()

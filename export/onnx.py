@@ -1,13 +1,15 @@
-"""ONNX export of a trained `FlowPolicy`, verified against JAX before it is written.
+"""ONNX export of a trained policy of any kind, verified against JAX before it is written.
 
     python -m export.onnx POLICY --out FILE.onnx [--mode ode|sde] [--opset N] [--loop unrolled|scan]
 
-POLICY is a policy folder or a Hub repo id. jax2onnx traces the real `FlowPolicy.act` (mode `ode`:
-input `obs` [B, obs_dim]) or `FlowPolicy.act_stochastic` (mode `sde`: inputs `obs` and standard normal
-`noise` [B, N+1, act_dim]) under `jax.vmap`, so the observation normalizer, the N-step integration, the
-squash, the rescale and the final clip to the action bounds are all in the graph; the output is
-`action` [B, act_dim] and the batch dimension B is symbolic. Noise is an input because random ops in
-ONNX cannot be made to match JAX's generator.
+POLICY is a policy folder or a Hub repo id: a flow policy (GSB-MDPO, DPPO, FPO), a Gaussian actor
+(Gaussian PPO, SB3 PPO) or GenPO's coupling flow. jax2onnx traces the module's real `act` (mode `ode`,
+the deterministic policy: input `obs` [B, obs_dim]) or `act_stochastic` (mode `sde`, the stochastic
+policy: inputs `obs` and standard normal `noise` [B, *noise_shape], which is [N+1, act_dim] for a flow,
+[act_dim] for a Gaussian and [2 act_dim] for GenPO) under `jax.vmap`, so the observation normalizer, the
+network (for flows the N-step integration), the squash, the rescale and the final clip to the action
+bounds are all in the graph; the output is `action` [B, act_dim] and the batch dimension B is symbolic.
+Noise is an input because random ops in ONNX cannot be made to match JAX's generator.
 
 A policy with NaN or inf weights is refused. Every export is checked with `onnx.checker`, then run in
 onnxruntime against JAX at batch sizes 1, 7 and 64 on random and on real observations; it is written
@@ -22,6 +24,7 @@ jax2onnx is imported inside the functions that need it: its first import takes s
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -29,11 +32,12 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import gsbpolicy
-from gsbpolicy import FlowPolicy, GSBPolicy, load_policy
-from gsbpolicy._cli import (
+from gsbpolicy import CONFIG_NAME, GSBPolicy, PolicySpec, load_policy, policy_kind, policy_tensors
+from gsbpolicy.cli import (
     FAILURE,
     CommandError,
     OneLineParser,
@@ -42,7 +46,7 @@ from gsbpolicy._cli import (
     require_extra,
     run_command,
 )
-from gsbpolicy._io import CONFIG_NAME, atomic_write_bytes, policy_tensors
+from gsbpolicy.files import atomic_write_bytes
 
 from . import ONNX_MODULES
 
@@ -111,41 +115,67 @@ class VerificationReport:
 
 
 # ------------------------------------------------------------------------------------------- tracing
-def _batched_action_fn(policy: FlowPolicy, mode: str):
+def _batched_action_fn(policy, mode: str):
     """The traced function: the policy's own action method, vmapped over the batch."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return jax.vmap(policy.act if mode == "ode" else policy.act_stochastic)
 
 
-def _input_specs(policy: FlowPolicy, mode: str) -> tuple[list[tuple], list[str]]:
-    spec = policy.spec
-    shapes, names = [("B", spec.obs_dim)], ["obs"]
+def _traced_fn(policy, mode: str):
+    """What `trace` hands jax2onnx: the policy's own batched action, except GenPO's deterministic action,
+    traced as its stochastic one from a batched zero x_0 (the same values: `act` is the flow from
+    x_0 = 0). jax2onnx broadcasts the unbatched zero start of `GenPOFlow.act` against the symbolic batch
+    wrongly (the graph then runs at batch size act_dim only); `verify` compares with `act` itself."""
+    if mode == "ode" and policy_kind(policy) == "genpo":
+        stochastic = jax.vmap(policy.act_stochastic)
+        return lambda obs: stochastic(obs, jnp.zeros((obs.shape[0], *policy.noise_shape()), obs.dtype))
+    return _batched_action_fn(policy, mode)
+
+
+def _input_specs(policy, mode: str) -> tuple[list[tuple], list[str]]:
+    shapes, names = [("B", policy.spec.obs_dim)], ["obs"]
     if mode == "sde":
-        shapes.append(("B", spec.num_steps + 1, spec.act_dim))
+        shapes.append(("B", *policy.noise_shape()))
         names.append("noise")
     return shapes, names
 
 
-def metadata(policy: FlowPolicy, mode: str, loop: str) -> dict[str, str]:
-    """The ONNX `metadata_props` of an export (strings; lists and the full spec as JSON)."""
-    spec = policy.spec
-    config = spec.to_dict()
-    return {
+def _spec_dict(spec) -> dict:
+    """The spec as saved in config.json (JSON types: tuples become lists)."""
+    if isinstance(spec, PolicySpec):
+        return spec.to_dict()
+    return json.loads(json.dumps(dataclasses.asdict(spec)))
+
+
+def metadata(policy, mode: str, loop: str) -> dict[str, str]:
+    """The ONNX `metadata_props` of an export (strings; lists and the full spec as JSON).
+
+    `num_steps` is written for the kinds that have generation steps (flow and GenPO) only."""
+    spec, kind = policy.spec, policy_kind(policy)
+    config = _spec_dict(spec)
+    text = json.dumps(config, sort_keys=True)
+    props = {
         "gsbpolicy_version": gsbpolicy.__version__,
-        "spec_hash": spec.hash(),
-        "spec": json.dumps(config, sort_keys=True),
+        "kind": kind,
+        "spec_hash": spec.hash()
+        if isinstance(spec, PolicySpec)
+        else hashlib.sha256(text.encode()).hexdigest()[:16],
+        "spec": text,
         "mode": mode,
         "loop": loop,
         "obs_dim": str(spec.obs_dim),
         "act_dim": str(spec.act_dim),
-        "num_steps": str(spec.num_steps),
+        "noise_shape": json.dumps(list(policy.noise_shape())),
         "squash": spec.squash,
         "action_low": json.dumps(config["action_low"]),
         "action_high": json.dumps(config["action_high"]),
         "env_id": json.dumps(spec.env_id),
         "inputs": json.dumps(_input_specs(policy, mode)[1]),
     }
+    if kind != "gaussian":
+        props["num_steps"] = str(spec.num_steps)
+    return props
 
 
 @contextlib.contextmanager
@@ -161,7 +191,7 @@ def _quiet(logger_name: str):
 
 
 def trace(
-    policy: FlowPolicy,
+    policy,
     mode: str = "ode",
     opset: int = DEFAULT_OPSET,
     loop: str = "unrolled",
@@ -170,8 +200,8 @@ def trace(
     """Trace the policy's action method into an ONNX model (not yet verified).
 
     Args:
-        policy: the policy to export.
-        mode: `ode` (deterministic, input `obs`) or `sde` (inputs `obs` and `noise`).
+        policy: the policy module to export (a `FlowPolicy`, `GaussianActor` or `GenPOFlow`).
+        mode: `ode` (deterministic, input `obs`) or `sde` (stochastic, inputs `obs` and `noise`).
         opset: ONNX opset.
         loop: `unrolled`: the N generation steps become N copies of the step (fastest in onnxruntime);
             `scan`: the sampler's `lax.scan` becomes one ONNX `Loop` (smaller graph, slower).
@@ -182,9 +212,9 @@ def trace(
     if loop not in LOOPS:
         raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}")
     shapes, names = _input_specs(policy, mode)
-    fn = _batched_action_fn(policy, mode)
+    fn = _traced_fn(policy, mode)
     # Under `jax.disable_jit` the samplers' `lax.scan` runs its body as a Python loop, so tracing the
-    # unchanged FlowPolicy methods yields the unrolled steps (jax/_src/lax/control_flow/loops.py).
+    # unchanged policy methods yields the unrolled steps (jax/_src/lax/control_flow/loops.py).
     unroll = jax.disable_jit() if loop == "unrolled" else contextlib.nullcontext()
     with unroll, _quiet("onnx_ir.serde"):
         model = to_onnx(
@@ -192,13 +222,15 @@ def trace(
         )
     if simplify:
         model = _graph.simplify(model, batch_input="obs")
-    model.doc_string = f"gsbpolicy flow policy ({mode}): obs [B, obs_dim] -> action [B, act_dim]"
+    model.doc_string = (
+        f"gsbpolicy {policy_kind(policy)} policy ({mode}): obs [B, obs_dim] -> action [B, act_dim]"
+    )
     onnx.helper.set_model_props(model, metadata(policy, mode, loop))
     return model
 
 
 # -------------------------------------------------------------------------------------- verification
-def _normalizer_observations(policy: FlowPolicy, count: int, rng: np.random.Generator) -> np.ndarray:
+def _normalizer_observations(policy, count: int, rng: np.random.Generator) -> np.ndarray:
     """Uniform observations within mean +- 3 std of the policy's observation statistics."""
     norm = policy.normalizer
     mean = np.asarray(norm.mean, np.float32)
@@ -206,7 +238,7 @@ def _normalizer_observations(policy: FlowPolicy, count: int, rng: np.random.Gene
     return (mean + 3.0 * std * rng.uniform(-1.0, 1.0, (count, mean.size))).astype(np.float32)
 
 
-def _rollout_observations(policy: FlowPolicy, env_id: str, count: int, seed: int) -> np.ndarray:
+def _rollout_observations(policy, env_id: str, count: int, seed: int) -> np.ndarray:
     """`count` observations visited by the deterministic policy itself in the Gymnasium env `env_id`."""
     import gymnasium
 
@@ -233,7 +265,7 @@ def _rollout_observations(policy: FlowPolicy, env_id: str, count: int, seed: int
         env.close()
 
 
-def real_observations(policy: FlowPolicy, count: int, seed: int = 0) -> tuple[np.ndarray, str]:
+def real_observations(policy, count: int, seed: int = 0) -> tuple[np.ndarray, str]:
     """Realistic observations for verification and a description of where they came from.
 
     A rollout of the policy in its Gymnasium env when `spec.env_id` names one with matching
@@ -250,7 +282,7 @@ def real_observations(policy: FlowPolicy, count: int, seed: int = 0) -> tuple[np
     return _normalizer_observations(policy, count, rng), f"normalizer mean +- 3 std ({reason})"
 
 
-def verify(model: onnx.ModelProto, policy: FlowPolicy, mode: str, seed: int = 0) -> VerificationReport:
+def verify(model: onnx.ModelProto, policy, mode: str, seed: int = 0) -> VerificationReport:
     """Check `model` with `onnx.checker` and against the JAX policy; raise if anything is off.
 
     Raises:
@@ -274,7 +306,7 @@ def verify(model: onnx.ModelProto, policy: FlowPolicy, mode: str, seed: int = 0)
             )
             inputs = [obs]
             if mode == "sde":
-                inputs.append(rng.standard_normal((batch, spec.num_steps + 1, spec.act_dim), np.float32))
+                inputs.append(rng.standard_normal((batch, *policy.noise_shape()), np.float32))
             feeds = dict(zip(_input_specs(policy, mode)[1], inputs, strict=True))
             onnx_action = session.run(["action"], feeds)[0]
             jax_action = np.asarray(reference(*inputs))
@@ -293,7 +325,7 @@ def verify(model: onnx.ModelProto, policy: FlowPolicy, mode: str, seed: int = 0)
 
 # ------------------------------------------------------------------------------------------- writing
 def export(
-    policy: FlowPolicy,
+    policy,
     out: str | os.PathLike,
     mode: str = "ode",
     opset: int = DEFAULT_OPSET,
@@ -326,12 +358,12 @@ def export_policy_folder(folder: str | os.PathLike, mode: str = "ode", opset: in
     return out
 
 
-def load_flow_policy(name: str | os.PathLike) -> FlowPolicy:
-    """The `FlowPolicy` of a policy folder or a Hub repo id."""
+def load_policy_module(name: str | os.PathLike):
+    """The policy module (any kind) of a policy folder or a Hub repo id."""
     return GSBPolicy.from_pretrained(name).policy
 
 
-def load_policy_argument(name: str) -> FlowPolicy:
+def load_policy_argument(name: str):
     """The policy a command line names (a policy folder or a Hub repo id); a usage `CommandError` that
     says what is wrong otherwise (a run folder is the common mistake: its policy is in RUN/policy)."""
     path = Path(name).expanduser()
@@ -342,7 +374,7 @@ def load_policy_argument(name: str) -> FlowPolicy:
     if path.is_file():
         raise CommandError(f"{path} is a file; POLICY is a policy folder or a Hub repo id")
     try:
-        return load_flow_policy(name)
+        return load_policy_module(name)
     except (OSError, ValueError) as err:  # missing or corrupt files, unknown Hub repos, invalid ids
         message = one_line(err)
         raise CommandError(message if name in message else f"cannot load {name}: {message}") from err

@@ -3,11 +3,11 @@
     from export.runtime import OnnxPolicy
 
     policy = OnnxPolicy("policy.onnx")
-    action, _ = policy.predict(obs)  # deterministic ODE policy, actions inside the env's bounds
+    action, _ = policy.predict(obs)  # the deterministic policy, actions inside the env's bounds
 
 `predict` has `GSBPolicy.predict`'s Stable-Baselines3 signature, so `gsbpolicy.evaluate` and SB3's
-`evaluate_policy` score an `OnnxPolicy` unchanged. Dimensions, steps and mode are read from the ONNX
-metadata written by `export.onnx`. This module must import nothing but numpy and onnxruntime (a test
+`evaluate_policy` score an `OnnxPolicy` unchanged. It runs every policy kind `export.onnx` writes (flow,
+Gaussian, GenPO); dimensions, noise shape and mode are read from the ONNX metadata. This module must import nothing but numpy and onnxruntime (a test
 runs it in a process where importing JAX fails).
 """
 
@@ -25,7 +25,7 @@ except ModuleNotFoundError as err:  # the one dependency beyond numpy: say how t
         name=err.name,
     ) from err
 
-_REQUIRED_METADATA = ("mode", "obs_dim", "act_dim", "num_steps")
+_REQUIRED_METADATA = ("mode", "obs_dim", "act_dim")
 
 
 def session_options(intra_op_num_threads: int = 1) -> ort.SessionOptions:
@@ -51,7 +51,7 @@ def make_session(model: str | os.PathLike | bytes, intra_op_num_threads: int = 1
 
 
 class OnnxPolicy:
-    """An exported flow policy: numpy in, numpy out, actions inside the env's bounds.
+    """An exported policy: numpy in, numpy out, actions inside the env's bounds.
 
     Args:
         path: an ONNX file written by `export.onnx` (`ode` or `sde` mode).
@@ -70,12 +70,20 @@ class OnnxPolicy:
             raise ValueError(f"{self.path} is not a loadable ONNX model ({message})") from err
         self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
         missing = [key for key in _REQUIRED_METADATA if key not in self.metadata]
+        if "noise_shape" not in self.metadata and "num_steps" not in self.metadata:
+            missing.append("noise_shape")
         if missing:
             raise ValueError(f"{self.path} lacks metadata {missing}; export it with `python -m export.onnx`")
         self.mode = self.metadata["mode"]
         self.obs_dim = int(self.metadata["obs_dim"])
         self.act_dim = int(self.metadata["act_dim"])
-        self.num_steps = int(self.metadata["num_steps"])
+        self.kind = self.metadata.get("kind", "flow")  # exports before other kinds existed were flows
+        self.num_steps = int(self.metadata["num_steps"]) if "num_steps" in self.metadata else None
+        """Generation steps N (None for a Gaussian policy, which has none)."""
+        if "noise_shape" in self.metadata:
+            self.noise_shape = tuple(json.loads(self.metadata["noise_shape"]))
+        else:  # flow exports written before the shape was recorded
+            self.noise_shape = (self.num_steps + 1, self.act_dim)
         self.action_low = _bound(self.metadata.get("action_low"))
         self.action_high = _bound(self.metadata.get("action_high"))
         self._input_names = [value.name for value in self.session.get_inputs()]
@@ -87,15 +95,11 @@ class OnnxPolicy:
         self._rng = np.random.default_rng(seed)
 
     def __repr__(self) -> str:
+        steps = "" if self.num_steps is None else f", num_steps={self.num_steps}"
         return (
-            f"OnnxPolicy({str(self.path)!r}, mode={self.mode!r}, obs_dim={self.obs_dim}, "
-            f"act_dim={self.act_dim}, num_steps={self.num_steps})"
+            f"OnnxPolicy({str(self.path)!r}, kind={self.kind!r}, mode={self.mode!r}, obs_dim={self.obs_dim}, "
+            f"act_dim={self.act_dim}{steps})"
         )
-
-    @property
-    def noise_shape(self) -> tuple[int, int]:
-        """Shape [N+1, act_dim] of the noise one stochastic sample consumes."""
-        return (self.num_steps + 1, self.act_dim)
 
     def _check_obs(self, obs) -> tuple[np.ndarray, bool]:
         """Validate an observation (single [obs_dim] or batch [B, obs_dim]); returns it as float32.
@@ -131,7 +135,8 @@ class OnnxPolicy:
     def _run(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
         feeds = {"obs": obs}
         if self.mode == "sde":
-            # Zero noise is exactly the deterministic policy: a^(0) = 0 and no diffusion increments.
+            # Zero noise is exactly the deterministic policy for every kind: a flow's a^(0) = 0 and no
+            # diffusion increments, a Gaussian's mean, GenPO's x_0 = 0.
             feeds["noise"] = (
                 np.zeros((obs.shape[0], *self.noise_shape), np.float32) if noise is None else noise
             )
@@ -143,10 +148,10 @@ class OnnxPolicy:
         return self.session.run(self._output_names, feeds)[0]
 
     def act(self, obs, noise: np.ndarray | None = None) -> np.ndarray:
-        """Env action(s) for a single observation or a batch; deterministic ODE unless `noise` is given.
+        """Env action(s) for a single observation or a batch; deterministic unless `noise` is given.
 
-        `noise` (standard normal, only for `sde` exports) has shape [N+1, act_dim] for a single
-        observation or [B, N+1, act_dim] for a batch; row 0 is a^(0).
+        `noise` (standard normal, only for `sde` exports) has shape `noise_shape` for a single
+        observation or [B, *noise_shape] for a batch (a flow's [N+1, act_dim], row 0 being a^(0)).
         """
         obs, single = self._check_obs(obs)
         batch = obs[None] if single else obs
@@ -168,8 +173,8 @@ class OnnxPolicy:
             observation: one observation [obs_dim] or a batch [B, obs_dim].
             state: recurrent state; returned unchanged (the policy is not recurrent).
             episode_start: ignored (kept for SB3 compatibility).
-            deterministic: the deterministic ODE policy if True, else an SDE sample with standard normal
-                noise from this object's generator (needs an `sde` export). The draws match
+            deterministic: the deterministic policy if True, else a sample with standard normal noise
+                from this object's generator (needs an `sde` export). The draws match
                 `GSBPolicy`'s, so both runtimes give the same actions for the same seed.
         """
         obs, single = self._check_obs(observation)

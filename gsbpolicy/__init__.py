@@ -20,6 +20,7 @@ from ._io import CONFIG_NAME as CONFIG_NAME
 from ._io import WEIGHTS_NAME as WEIGHTS_NAME
 from ._io import PolicyFormatError as PolicyFormatError
 from ._io import policy_tensors as policy_tensors
+from ._kinds import config_kind_and_spec as config_kind_and_spec
 from ._kinds import load_policy as load_policy
 from ._kinds import policy_kind as policy_kind
 from ._kinds import save_policy as save_policy

@@ -136,11 +136,6 @@ def spec_from_config(config: dict, config_path: Path) -> PolicySpec:
         raise PolicyFormatError(f"{config_path}: invalid policy spec: {err}") from err
 
 
-def read_spec(config_path: str | os.PathLike) -> PolicySpec:
-    """Parse and validate a flow policy's config.json into a `PolicySpec`."""
-    return spec_from_config(read_config(config_path), Path(config_path))
-
-
 def _read_weights(weights_path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """The tensors and the header metadata of a safetensors file."""
     if not weights_path.is_file():

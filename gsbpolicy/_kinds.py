@@ -23,20 +23,22 @@ from ._policy import FlowPolicy
 
 @dataclasses.dataclass(frozen=True)
 class PolicyKind:
-    """One kind of policy module: its class, its config.json `format` and how a folder of it is written
-    and read (`load(config, config_path, weights_path)`, the config already parsed)."""
+    """One kind of policy module: its class, its config.json `format`, the config entry that holds its
+    spec, and how a folder of it is written and read (`load(config, config_path, weights_path)`, the
+    config already parsed)."""
 
     name: str
     module_type: type
     config_format: str | None
+    spec_entry: str
     save: Callable[[object, Path], Path]
     load: Callable[[dict, Path, Path], object]
 
 
 KINDS = (
-    PolicyKind("flow", FlowPolicy, None, save_flow, load_flow),
-    PolicyKind("gaussian", GaussianActor, GAUSSIAN_FORMAT, save_gaussian, load_gaussian),
-    PolicyKind("genpo", GenPOFlow, GENPO_FORMAT, save_genpo, load_genpo),
+    PolicyKind("flow", FlowPolicy, None, "spec", save_flow, load_flow),
+    PolicyKind("gaussian", GaussianActor, GAUSSIAN_FORMAT, "spec", save_gaussian, load_gaussian),
+    PolicyKind("genpo", GenPOFlow, GENPO_FORMAT, "genpo_spec", save_genpo, load_genpo),
 )
 POLICY_TYPES = tuple(kind.module_type for kind in KINDS)
 
@@ -66,6 +68,18 @@ def config_kind(config: dict, config_path: Path) -> PolicyKind:
         f"{config_path} has policy format {config_format!r}; this gsbpolicy reads {known} and flow policies "
         "(no format entry)"
     )
+
+
+def config_kind_and_spec(config: dict, config_path: str | os.PathLike) -> tuple[str, dict]:
+    """(kind name, spec object) of a parsed config.json, for tools that read a policy folder's files
+    without loading the weights (the model cards); PolicyFormatError if the config has neither."""
+    kind = config_kind(config, Path(config_path))
+    spec = config.get(kind.spec_entry)
+    if not isinstance(spec, dict):
+        raise PolicyFormatError(
+            f"{config_path} has no {kind.spec_entry!r} object: not a gsbpolicy policy config"
+        )
+    return kind.name, spec
 
 
 def save_policy(module, directory: str | os.PathLike) -> Path:

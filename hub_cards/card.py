@@ -7,7 +7,10 @@ robotics for robot bodies), license, and a `model-index` whose one result is tas
 the final evaluation's episodes, as huggingface_sb3 writes it).
 """
 
+import inspect
 from pathlib import Path
+
+from gsbpolicy import RunningNorm
 
 from .baselines import RESULTS_DIR, baseline_rows, method_name
 from .command import SKIPPED, command_lines
@@ -53,7 +56,8 @@ def card_data(source: CardSource, repo_id: str, license: str):
     from huggingface_hub import EvalResult, ModelCardData
 
     env_id, algo_tag = source.env_id, source.algo.replace("_", "-")
-    tags = [env_id, "reinforcement-learning", "deep-reinforcement-learning", "flow-matching", algo_tag]
+    generative = ["flow-matching"] if source.kind != "gaussian" else []
+    tags = [env_id, "reinforcement-learning", "deep-reinforcement-learning", *generative, algo_tag]
     if is_robot(env_id):
         tags.append("robotics")
     tags.append("gsbpolicy")
@@ -82,18 +86,32 @@ def _sigma_text(spec: dict) -> str:
     return f"{spec['sigma_schedule']} from {spec['sigma_max']:g} at t = 0 to {spec['sigma_min']:g} at t = 1"
 
 
-def _squash_text(spec: dict) -> str:
+SQUASHED = {"flow": "a^(N)", "gaussian": "The Gaussian sample u", "genpo": "z, the first half of x_N,"}
+"""What the squash applies to, per policy kind."""
+
+
+def _squash_text(spec: dict, kind: str) -> str:
     bounds = f"[{', '.join(f'{x:g}' for x in spec['action_low'])}] .. [{', '.join(f'{x:g}' for x in spec['action_high'])}]"
     if spec["squash"] == "tanh":
-        return f"a^(N) goes through tanh and is rescaled to the action bounds {bounds}."
+        return f"{SQUASHED[kind]} goes through tanh and is rescaled to the action bounds {bounds}."
     if spec["squash"] == "clip":
-        return f"a^(N) is clipped to the action bounds {bounds}."
-    return "a^(N) is the action as it is (no squash)."
+        return f"{SQUASHED[kind]} is clipped to the action bounds {bounds}."
+    return f"{SQUASHED[kind]} is the action as it is (no squash)."
+
+
+def _obs_clip(spec: dict) -> float:
+    """The observation clip: a Gaussian actor's config does not record it, its normalizer has the default."""
+    return spec.get("obs_clip", inspect.signature(RunningNorm.init).parameters["clip"].default)
+
+
+def _modes(kind: str) -> tuple[str, str]:
+    """The names of the deterministic and the stochastic policy: an ODE and an SDE for a flow policy."""
+    return ("deterministic (ODE)", "stochastic (SDE)") if kind == "flow" else ("deterministic", "stochastic")
 
 
 def _protocol(source: CardSource) -> str:
     results, args = source.results, source.run["args"]
-    mode = "deterministic (ODE)" if results["deterministic"] else "stochastic (SDE)"
+    mode = _modes(source.kind)[0 if results["deterministic"] else 1]
     n = results["n_episodes"]
     if is_gymnasium(source.env_id):
         where = (
@@ -115,7 +133,7 @@ def _protocol(source: CardSource) -> str:
     return text
 
 
-def _curve_protocol(args: dict, env_id: str) -> str:
+def _curve_protocol(args: dict, env_id: str, kind: str) -> str:
     evaluation = args["eval"]
     if evaluation["interval_steps"] > 0:
         when = f"every {evaluation['interval_steps']:,} env steps and at the end"
@@ -125,7 +143,8 @@ def _curve_protocol(args: dict, env_id: str) -> str:
         size = f"{evaluation['episodes']} episodes"
     else:
         size = f"{evaluation['num_envs']} fresh envs"
-    return f"{when}, {size} each, with the deterministic (ODE) and the stochastic (SDE) policy."
+    deterministic, stochastic = _modes(kind)
+    return f"{when}, {size} each, with the {deterministic} and the {stochastic} policy."
 
 
 def _flatten(args: dict) -> list[tuple[str, str]]:
@@ -184,9 +203,12 @@ def render_card(
         arxiv_id=ARXIV_ID,
         results=results,
         mean_reward=mean_reward(results),
+        kind=source.kind,
         spec=source.spec,
-        sigma_text=_sigma_text(source.spec),
-        squash_text=_squash_text(source.spec),
+        mix=source.config.get("mix"),
+        sigma_text=_sigma_text(source.spec) if source.kind == "flow" else "",
+        squash_text=_squash_text(source.spec, source.kind),
+        obs_clip=_obs_clip(source.spec),
         is_gym=is_gymnasium(source.env_id),
         episode_length=rollout["episode_length"],
         action_repeat=rollout["action_repeat"],
@@ -195,7 +217,7 @@ def render_card(
         has_video=video_steps is not None,
         video_steps=video_steps,
         protocol=_protocol(source),
-        curve_protocol=_curve_protocol(run["args"], source.env_id),
+        curve_protocol=_curve_protocol(run["args"], source.env_id, source.kind),
         baselines=baseline_rows(source.env_id, results_dir),
         returns_text=_numbers(results["returns"], ".1f"),
         lengths_text=_numbers(results["lengths"], "d"),

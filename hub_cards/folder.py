@@ -12,6 +12,8 @@ import json
 import math
 from pathlib import Path
 
+from gsbpolicy import PolicyFormatError, config_kind_and_spec
+
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 RESULTS = "results.json"
@@ -163,13 +165,14 @@ def _run_commits(run: dict) -> list[str | None]:
     return commits
 
 
-def check_one_run(config: dict, results: dict, run: dict, metrics: list[dict], metrics_path: Path) -> None:
-    """config.json, results.json, run.json and metrics.jsonl must come from the same run: the same env,
-    algorithm, seed and commit, and one unbroken sequence of metrics that ends where the results do."""
+def check_one_run(spec: dict, results: dict, run: dict, metrics: list[dict], metrics_path: Path) -> None:
+    """config.json (its `spec`), results.json, run.json and metrics.jsonl must come from the same run: the
+    same env, algorithm, seed and commit, and one unbroken sequence of metrics that ends where the results
+    do."""
     args = run["args"]
     _agree(
         "environment",
-        {RESULTS: results["env_id"], RUN: args.get("env"), CONFIG: config["spec"].get("env_id")},
+        {RESULTS: results["env_id"], RUN: args.get("env"), CONFIG: spec.get("env_id")},
     )
     if "algo" in results:  # results.json files written before the field existed lack it
         _agree("algorithm", {RESULTS: results["algo"], RUN: run["algo"]})
@@ -197,22 +200,29 @@ class CardSource:
         return self.run["algo"]
 
     @property
+    def kind(self) -> str:
+        """The policy kind: `flow`, `gaussian` or `genpo`."""
+        return config_kind_and_spec(self.config, CONFIG)[0]
+
+    @property
     def spec(self) -> dict:
-        return self.config["spec"]
+        return config_kind_and_spec(self.config, CONFIG)[1]
 
     @classmethod
     def read(cls, config: Path, results: Path, run: Path, metrics: Path) -> "CardSource":
         config_data, run_data = _read_json(config), _read_json(run)
         results_data = validate_results(_read_json(results), results)
-        if not isinstance(config_data.get("spec"), dict):
-            raise FolderError(f"{config} has no 'spec' object: not a gsbpolicy policy config")
+        try:
+            _, spec = config_kind_and_spec(config_data, config)
+        except PolicyFormatError as err:
+            raise FolderError(str(err)) from err
         for name in ("algo", "args", "git", "packages", "device"):
             if name not in run_data:
                 raise FolderError(f"{run} lacks the field {name!r}")
         if not isinstance(run_data["args"], dict) or not isinstance(run_data["git"], dict):
             raise FolderError(f"{run}: 'args' and 'git' must be JSON objects")
         metrics_data = read_metrics(metrics)
-        check_one_run(config_data, results_data, run_data, metrics_data, metrics)
+        check_one_run(spec, results_data, run_data, metrics_data, metrics)
         return cls(config_data, results_data, run_data, metrics_data)
 
     @classmethod

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from export import ONNX_MODULES
-from gsbpolicy._cli import (
+from gsbpolicy.cli import (
     FAILURE,
     CommandError,
     MissingExtraError,

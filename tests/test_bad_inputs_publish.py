@@ -483,7 +483,7 @@ FILE_ROWS = [
     ("corrupt ONNX file", lambda d, _: (d / "bad.onnx", (d / "bad.onnx").write_bytes(b"not onnx"))[0],
      ValueError, "is not a loadable ONNX model"),
     ("ONNX file not written by export.onnx", _without_metadata,
-     ValueError, r"lacks metadata \['mode', 'obs_dim', 'act_dim', 'num_steps'\]; export it with"),
+     ValueError, r"lacks metadata \['mode', 'obs_dim', 'act_dim', 'noise_shape'\]; export it with"),
 ]  # fmt: skip
 
 

@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from gsbpolicy import FORMAT_VERSION, PolicyFormatError, PolicySpec, load_policy, make_policy, save_policy
-from gsbpolicy._io import atomic_write_text, read_spec
+from gsbpolicy import (
+    FORMAT_VERSION,
+    PolicyFormatError,
+    PolicySpec,
+    config_kind_and_spec,
+    load_policy,
+    make_policy,
+    save_policy,
+)
+from gsbpolicy.files import atomic_write_text
 
 pytestmark = pytest.mark.strict_promotion
 
@@ -80,7 +88,8 @@ def test_weights_saved_before_the_spec_was_recorded_load_unchecked(saved, tiny_p
 def test_committed_example_config_still_parses():
     root = Path(__file__).resolve().parents[1]
     for config in sorted(root.glob("hub_cards/examples/*/config.json")):
-        assert read_spec(config).obs_dim > 0
+        kind, spec = config_kind_and_spec(json.loads(config.read_text()), config)
+        assert kind == "flow" and PolicySpec.from_dict(spec).obs_dim > 0
 
 
 def test_saving_twice_gives_identical_bytes(tmp_path, tiny_policy):

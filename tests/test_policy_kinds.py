@@ -3,8 +3,10 @@ with explicit noise) against the module's own JAX methods, folders written befor
 and the ONNX export and runtime of each kind (the flow kind's export is covered in depth by test_export.py).
 """
 
+import dataclasses
 import json
 import re
+import shutil
 from pathlib import Path
 
 import equinox as eqx
@@ -20,6 +22,7 @@ from gsbpolicy import (
     PolicySpec,
     load_policy,
     make_genpo,
+    make_policy,
     policy_kind,
     save_policy,
 )
@@ -206,3 +209,79 @@ def test_gaussian_and_genpo_weights_are_checked_like_flow_weights(tmp_path, modu
     with pytest.raises(ValueError, match="refusing to save non-finite weights: tensor 'normalizer.mean'"):
         save_policy(diverged, tmp_path / "diverged")
     assert not (tmp_path / "diverged" / "model.safetensors").exists()
+
+
+# ---------------------------------------------------------------------------------------------- ONNX
+@pytest.fixture(scope="module")
+def exported(modules, tmp_path_factory) -> dict:
+    """{(kind, mode): (path, report)}: every kind exported in both modes by `python -m export.onnx`'s
+    code path (a saved policy folder), so the parity checks of the exporter have run on each."""
+    from export import onnx as onnx_export
+
+    root = tmp_path_factory.mktemp("onnx_kinds")
+    result = {}
+    for kind, module in modules.items():
+        folder = save_policy(module, root / kind)
+        for mode in onnx_export.MODES:
+            out = root / f"{kind}_{mode}.onnx"
+            assert onnx_export.main([str(folder), "--out", str(out), "--mode", mode]) == 0
+            result[kind, mode] = out
+    return result
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_exports_to_onnx_and_runs_without_jax_alike(kind, exported, loaded):
+    from export.onnx import TOLERANCE
+    from export.runtime import OnnxPolicy
+
+    policy, obs = loaded[kind], _obs(7)
+    ode, sde = OnnxPolicy(exported[kind, "ode"]), OnnxPolicy(exported[kind, "sde"])
+    assert ode.kind == sde.kind == kind and ode.noise_shape == sde.noise_shape == policy.noise_shape
+    assert (ode.num_steps is None) == (kind == "gaussian")
+    np.testing.assert_allclose(ode.predict(obs)[0], policy.predict(obs)[0], rtol=0, atol=TOLERANCE)
+    np.testing.assert_allclose(ode.predict(obs[0])[0], policy.predict(obs[0])[0], rtol=0, atol=TOLERANCE)
+    noise = np.random.default_rng(8).standard_normal((7, *policy.noise_shape), np.float32)
+    np.testing.assert_allclose(sde.act(obs, noise), policy.act(obs, noise), rtol=0, atol=TOLERANCE)
+    sde.set_seed(3), policy.set_seed(3)  # the same draws in both runtimes
+    np.testing.assert_allclose(
+        sde.predict(obs, deterministic=False)[0], policy.predict(obs, deterministic=False)[0], atol=TOLERANCE
+    )
+    with pytest.raises(ValueError, match="noise shape"):
+        sde.act(obs, np.zeros((7, 9), np.float32))
+    assert kind in repr(sde)
+
+
+# ------------------------------------------------------------------------------------------ publishing
+@pytest.mark.parametrize(
+    ("kind", "algo"), [("flow", "gsb_mdpo"), ("gaussian", "gaussian_ppo"), ("genpo", "genpo")]
+)
+def test_every_kind_publishes_a_dry_run_folder(kind, algo, modules, tmp_path, capsys):
+    """A run folder of each kind (the committed example run's records, relabelled with the kind's algorithm,
+    and a tiny policy for its env) publishes; the card describes the kind and the folder loads as it."""
+    from hub_cards import publish, render
+
+    example = render.EXAMPLES_DIR / "gsb_mdpo-InvertedPendulum-v5"
+    run = tmp_path / "run"
+    (run / "policy").mkdir(parents=True)
+    for name, folder in (("run.json", run), ("metrics.jsonl", run), ("results.json", run / "policy")):
+        shutil.copyfile(example / name, folder / name)
+    for path in (run / "run.json", run / "policy" / "results.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "algo": algo}))
+    bounds = {"act_dim": 1, "action_low": (-3.0,), "action_high": (3.0,), "env_id": "InvertedPendulum-v5"}
+    module = modules[kind]
+    if kind == "genpo":
+        module = make_genpo(dataclasses.replace(module.spec, **bounds), module.mix, key=jax.random.key(0))
+    elif kind == "gaussian":
+        module = GaussianActor(dataclasses.replace(module.spec, **bounds), key=jax.random.key(0))
+    else:
+        module = make_policy(dataclasses.replace(module.spec, **bounds), key=jax.random.key(0))
+    save_policy(module, run / "policy")
+    out = tmp_path / "hub"
+    argv = [str(run), "--repo-id", f"org/{algo}", "--out", str(out), "--dry-run", "--no-onnx", "--no-video"]
+    assert publish.main(argv) == 0, capsys.readouterr().err
+    card = (out / "README.md").read_text()
+    title = {"flow": "flow policy", "gaussian": "Gaussian policy", "genpo": "coupled-flow policy"}[kind]
+    assert f"{title} for InvertedPendulum-v5" in card
+    assert ("flow-matching" in card) == (kind != "gaussian")
+    assert ("(ODE)" in card) == (kind == "flow")
+    assert GSBPolicy.from_pretrained(out).kind == kind
