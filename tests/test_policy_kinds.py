@@ -285,3 +285,18 @@ def test_every_kind_publishes_a_dry_run_folder(kind, algo, modules, tmp_path, ca
     assert ("flow-matching" in card) == (kind != "gaussian")
     assert ("(ODE)" in card) == (kind == "flow")
     assert GSBPolicy.from_pretrained(out).kind == kind
+
+
+def test_flow_exports_written_before_the_kind_was_recorded_still_run(exported, loaded, tmp_path):
+    import onnx
+
+    from export.runtime import OnnxPolicy
+
+    model = onnx.load(exported["flow", "sde"])
+    kept = [p for p in model.metadata_props if p.key not in ("kind", "noise_shape")]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    onnx.save(model, tmp_path / "old.onnx")
+    old, noise = OnnxPolicy(tmp_path / "old.onnx"), np.zeros((3, 7, 2), np.float32)
+    assert (old.kind, old.noise_shape, old.num_steps) == ("flow", (7, 2), 6)
+    np.testing.assert_allclose(old.act(_obs(3), noise), loaded["flow"].act(_obs(3), noise), atol=1e-5)
