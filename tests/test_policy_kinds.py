@@ -300,3 +300,13 @@ def test_flow_exports_written_before_the_kind_was_recorded_still_run(exported, l
     old, noise = OnnxPolicy(tmp_path / "old.onnx"), np.zeros((3, 7, 2), np.float32)
     assert (old.kind, old.noise_shape, old.num_steps) == ("flow", (7, 2), 6)
     np.testing.assert_allclose(old.act(_obs(3), noise), loaded["flow"].act(_obs(3), noise), atol=1e-5)
+
+
+def test_latency_names_the_kind_it_cannot_measure(modules, tmp_path, capsys):
+    from export import latency
+
+    folder = save_policy(modules["gaussian"], tmp_path / "gaussian")
+    assert latency.main([str(folder)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: export.latency measures flow policies; {folder} is a gaussian policy"
+    )
