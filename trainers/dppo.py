@@ -40,9 +40,10 @@ from typing import Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import FlowPolicy, PolicySpec, make_policy, sample_noise
+from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy, sample_noise
 
 from ._core.algorithm import AbstractAlgorithm
+from ._core.api import loop_train
 from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
 from .presets import gym, playground, specialise, with_fields
@@ -208,6 +209,16 @@ def cpu_preset(env: str | None) -> Args:
 
 
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
+
+
+def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
+    """Train DPPO on `env` from Python and return the policy; the run folder is the CLI's.
+
+    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
+    `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`, `output_dir=...`, `resume=True`)
+    or per group as a dict (`rollout={"num_envs": 8}`, `algo={...}`). See `trainers._core.api`.
+    """
+    return loop_train(PRESETS, Dppo, env, preset, overrides)
 
 
 def main(argv=None) -> None:

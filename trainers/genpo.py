@@ -17,9 +17,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import GenPOFlow, make_genpo, prior_log_prob
+from gsbpolicy import GenPOFlow, GSBPolicy, make_genpo, prior_log_prob
 
 from ._core.algorithm import AbstractAlgorithm
+from ._core.api import loop_train
 from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
 from .presets import gym, playground, specialise, with_fields
@@ -164,15 +165,18 @@ def cpu_preset(env: str | None) -> Args:
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
 
 
+def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
+    """Train GenPO on `env` from Python and return the policy; the run folder is the CLI's.
+
+    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
+    `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`, `output_dir=...`, `resume=True`)
+    or per group as a dict (`rollout={"num_envs": 8}`, `algo={...}`). See `trainers._core.api`.
+    """
+    return loop_train(PRESETS, GenPO, env, preset, overrides)
+
+
 def main(argv=None) -> None:
-    run_cli(
-        Args,
-        PRESETS,
-        GenPO,
-        __doc__,
-        argv,
-        load_hint=get_algo("genpo").load_hint,
-    )
+    run_cli(Args, PRESETS, GenPO, __doc__, argv, get_algo("genpo").load_hint)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import FlowPolicy, sample_noise
+from gsbpolicy import FlowPolicy, GSBPolicy, sample_noise
 
 from ._core.algorithm import AbstractAlgorithm
+from ._core.api import loop_train
 from ._core.cli import run_cli
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
 from .presets import gym, playground, specialise, with_fields
@@ -135,6 +136,16 @@ def cpu_preset(env: str | None) -> Args:
 
 
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
+
+
+def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
+    """Train GSB-MDPO on `env` from Python and return the policy; the run folder is the CLI's.
+
+    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
+    `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`, `output_dir=...`, `resume=True`)
+    or per group as a dict (`rollout={"num_envs": 8}`, `algo={...}`). See `trainers._core.api`.
+    """
+    return loop_train(PRESETS, GsbMdpo, env, preset, overrides)
 
 
 def main(argv=None) -> None:

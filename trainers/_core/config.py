@@ -7,6 +7,7 @@ are properties, and `validate` checks them when the CLI is parsed.
 """
 
 import dataclasses
+import importlib
 import math
 from pathlib import Path
 from typing import Literal
@@ -296,8 +297,14 @@ def check_env_id(env: str) -> None:
     if env_kind(env) == "gymnasium":
         import gymnasium
 
-        if env not in gymnasium.registry:
-            raise ValueError(f"unknown Gymnasium env id {env!r}")
+        module, _, env_id = env.rpartition(":")
+        if module:  # "module:Env-v0": importing the module registers its envs (as gymnasium.make does)
+            try:
+                importlib.import_module(module)
+            except ImportError as err:
+                raise ValueError(f"env {env!r}: cannot import {module!r} ({err})") from None
+        if env_id not in gymnasium.registry:
+            raise ValueError(f"unknown Gymnasium env id {env_id!r}")
         return
     from .envs import PLAYGROUND_ENVS
 

@@ -1,6 +1,8 @@
 """Gymnasium training: host-side vector envs stepped from Python with a jitted act, one device of one process;
 evaluation through `gsbpolicy.evaluate` (the code users and the model cards run)."""
 
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -100,7 +102,12 @@ class GymnasiumBackend(EnvBackend):
 
     def restore(self, tree) -> None:
         tree = dict(tree)
-        self.obs = np.asarray(tree.pop("obs"))
+        obs = np.asarray(tree.pop("obs"))
+        if not tree:  # an env without a snapshot (gym_state): keep the fresh episodes `start` began
+            print(f"note: {self.args.env} has no get_state/set_state, so the resumed run continues with fresh "
+                  "episodes and will not match an uninterrupted run bit for bit", file=sys.stderr)  # fmt: skip
+            return
+        self.obs = obs
         gym_state.set_state(self.env.vec_env, tree)
 
     def close(self) -> None:

@@ -1,10 +1,17 @@
-"""Snapshot and restore of a sync Gymnasium MuJoCo vector env, so that resumed runs continue exactly.
+"""Snapshot and restore of a sync Gymnasium vector env, so that resumed runs continue exactly.
 
-Per sub-env: MuJoCo's full integration state (`mj_getState` with mjSTATE_INTEGRATION: time, qpos, qvel,
-act, warm-start accelerations, ...), the TimeLimit step counter and the env's numpy generator state.
-That is everything a Gymnasium MuJoCo v5 env carries between steps. Async vector envs keep their
-sub-envs in other processes and are not supported.
+Per sub-env, for a Gymnasium MuJoCo env: MuJoCo's full integration state (`mj_getState` with
+mjSTATE_INTEGRATION: time, qpos, qvel, act, warm-start accelerations, ...), the TimeLimit step counter and the
+env's numpy generator state. That is everything a Gymnasium MuJoCo v5 env carries between steps.
+
+Any other env (a user's own) resumes exactly when it implements the small `StatefulEnv` protocol:
+`get_state() -> dict[str, np.ndarray]` (fixed shapes, everything its next steps depend on besides
+`np_random`) and `set_state(state)`. An env with neither has no snapshot: a resumed run starts fresh episodes
+(seeded as at the start), which is a valid continuation but not the uninterrupted run's.
+Async vector envs keep their sub-envs in other processes and are not supported.
 """
+
+from typing import Protocol, runtime_checkable
 
 import gymnasium as gym
 import mujoco
@@ -50,18 +57,55 @@ def _decode_rng(words: np.ndarray) -> dict:
     }
 
 
+@runtime_checkable
+class StatefulEnv(Protocol):
+    """What a non-MuJoCo env implements for exact resume (see the module docstring)."""
+
+    def get_state(self) -> dict[str, np.ndarray]: ...
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None: ...
+
+
+def _is_mujoco(base) -> bool:
+    return isinstance(getattr(base, "model", None), mujoco.MjModel) and hasattr(base, "data")
+
+
+def can_snapshot(vec_env) -> bool:
+    """Whether `get_state` captures everything (a MuJoCo env or a `StatefulEnv`)."""
+    base = _sub_envs(vec_env)[0].unwrapped
+    return _is_mujoco(base) or isinstance(base, StatefulEnv)
+
+
+def _own_state(base) -> dict[str, np.ndarray]:
+    """The env's own state: MuJoCo's integration state, or what a `StatefulEnv` reports (keys prefixed)."""
+    if _is_mujoco(base):
+        physics = np.empty(mujoco.mj_stateSize(base.model, _SPEC), np.float64)
+        mujoco.mj_getState(base.model, base.data, physics, _SPEC)
+        return {"physics": physics}
+    return {f"env.{key}": np.asarray(value) for key, value in base.get_state().items()}
+
+
+def _set_own_state(base, state: dict[str, np.ndarray]) -> None:
+    if _is_mujoco(base):
+        mujoco.mj_setState(base.model, base.data, np.asarray(state["physics"], np.float64), _SPEC)
+        mujoco.mj_forward(base.model, base.data)
+    else:
+        base.set_state({key.removeprefix("env."): value for key, value in state.items()})
+
+
 def get_state(vec_env) -> dict[str, np.ndarray]:
-    """Fixed-shape arrays describing the sub-envs' complete state."""
-    physics, steps, rngs = [], [], []
+    """Fixed-shape arrays describing the sub-envs' complete state ({} for an env `can_snapshot` refuses)."""
+    if not can_snapshot(vec_env):
+        return {}
+    own, steps, rngs = [], [], []
     for env in _sub_envs(vec_env):
         base = env.unwrapped
-        state = np.empty(mujoco.mj_stateSize(base.model, _SPEC), np.float64)
-        mujoco.mj_getState(base.model, base.data, state, _SPEC)
-        physics.append(state)
+        own.append(_own_state(base))
         limit = _time_limit(env)
         steps.append(-1 if limit is None else limit._elapsed_steps)
         rngs.append(_encode_rng(base.np_random.bit_generator.state))
-    return {"physics": np.stack(physics), "elapsed_steps": np.asarray(steps, np.int64), "rng": np.stack(rngs)}
+    stacked = {key: np.stack([state[key] for state in own]) for key in own[0]}
+    return {**stacked, "elapsed_steps": np.asarray(steps, np.int64), "rng": np.stack(rngs)}
 
 
 def set_state(vec_env, state: dict[str, np.ndarray]) -> None:
@@ -70,10 +114,10 @@ def set_state(vec_env, state: dict[str, np.ndarray]) -> None:
     rngs = np.asarray(state["rng"])
     if len(rngs) != len(envs):
         raise ValueError(f"checkpoint has {len(rngs)} sub-envs, the env has {len(envs)}")
-    for env, physics, steps, rng in zip(envs, state["physics"], state["elapsed_steps"], rngs, strict=True):
+    own_keys = [key for key in state if key not in ("elapsed_steps", "rng")]
+    for i, (env, steps, rng) in enumerate(zip(envs, state["elapsed_steps"], rngs, strict=True)):
         base = env.unwrapped
-        mujoco.mj_setState(base.model, base.data, np.asarray(physics, np.float64), _SPEC)
-        mujoco.mj_forward(base.model, base.data)
+        _set_own_state(base, {key: np.asarray(state[key][i]) for key in own_keys})
         limit = _time_limit(env)
         if limit is not None:
             limit._elapsed_steps = int(steps)

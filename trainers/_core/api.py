@@ -1,0 +1,101 @@
+"""The Python training API: `trainers.<algorithm>.train(env, preset="cpu", **overrides)`, beside the CLI.
+
+It builds the same config the CLI would (`--preset NAME --env ENV` then overrides), runs the same trainer
+(run folder, checkpoints, evaluation, `--resume` as `resume=True`) and returns the trained policy loaded as
+a `GSBPolicy`, whose `name_or_path` is the policy folder inside the run folder.
+
+`env` may be:
+- a Gymnasium id ("Hopper-v5"), or "module:Env-v0" (the module is imported first, so that it can register
+  its envs, as `gymnasium.make` does);
+- a MuJoCo Playground dm_control_suite task name ("CartpoleSwingup");
+- a callable returning a new `gymnasium.Env` (a class, a function): it is registered with Gymnasium as
+  "custom/<name>-v0" for this process, and trains through the Gymnasium path like any registered id.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CUSTOM_NAMESPACE = "custom"
+"""Gymnasium namespace of the ids given to env callables."""
+
+
+def _is_env_instance(env) -> bool:
+    import gymnasium
+
+    return isinstance(env, gymnasium.Env)
+
+
+def register_env(factory: Callable[..., Any]) -> str:
+    """Register `factory` with Gymnasium as "custom/<name>-v0" (the name from its `__name__`) and return
+    the id; registering the same callable twice gives the same id, another callable of that name is
+    refused."""
+    import gymnasium
+
+    if _is_env_instance(factory):
+        raise ValueError(
+            "env: pass a callable that makes a new env (its class, or a function), not an env instance: "
+            "training steps several copies of it"
+        )
+    name = getattr(factory, "__name__", type(factory).__name__).strip("_<>") or "Env"
+    env_id = f"{CUSTOM_NAMESPACE}/{name}-v0"
+    spec = gymnasium.registry.get(env_id)
+    if spec is None:
+        gymnasium.register(env_id, entry_point=factory)
+    elif spec.entry_point is not factory:
+        raise ValueError(f"env: another callable is already registered as {env_id}; give yours another name")
+    return env_id
+
+
+def resolve_env(env: str | Callable[..., Any]) -> str:
+    """The env id a config records for `env` (see the module docstring); the config's validation then
+    checks it (and imports a "module:" prefix)."""
+    if isinstance(env, str):
+        return env
+    if callable(env) or _is_env_instance(env):
+        return register_env(env)  # refuses an instance with the reason
+    raise ValueError(
+        f"env: expected an env id or a callable returning a gymnasium.Env, got {type(env).__name__}"
+    )
+
+
+def with_overrides(args, overrides: dict[str, Any]):
+    """`args` with top-level fields replaced and groups updated from dicts (`rollout={"num_envs": 8}`) or
+    replaced by instances; an unknown name is refused with the valid ones."""
+    fields = {f.name: f for f in dataclasses.fields(args)}
+    changes = {}
+    for name, value in overrides.items():
+        if name not in fields:
+            raise ValueError(f"unknown option {name!r}; options: {', '.join(sorted(fields))}")
+        current = getattr(args, name)
+        if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            known = {f.name for f in dataclasses.fields(current)}
+            if unknown := sorted(set(value) - known):
+                raise ValueError(
+                    f"unknown {name} option(s) {unknown}; {name} options: {', '.join(sorted(known))}"
+                )
+            value = dataclasses.replace(current, **value)
+        changes[name] = Path(value) if name == "output_dir" and value is not None else value
+    return dataclasses.replace(args, **changes)
+
+
+def train(presets: dict, make_trainer, env, preset: str, overrides: dict[str, Any]):
+    """Build the config from `presets[preset]` for `env` plus `overrides`, train with `make_trainer(args)`
+    and return the policy folder loaded as a `GSBPolicy`."""
+    from gsbpolicy import GSBPolicy
+
+    if preset not in presets:
+        raise ValueError(f"unknown preset {preset!r}; presets: {', '.join(sorted(presets))}")
+    env_id = resolve_env(env)
+    args = with_overrides(presets[preset](env_id), {"env": env_id, **overrides})
+    args.validate()
+    policy_dir = make_trainer(args).run()
+    return GSBPolicy.from_pretrained(policy_dir)
+
+
+def loop_train(presets: dict, make_algorithm, env, preset: str, overrides: dict[str, Any]):
+    """`train` for an algorithm of the shared loop: `make_algorithm(args.algo)` is its algorithm."""
+    from .loop import Trainer
+
+    return train(presets, lambda args: Trainer(make_algorithm(args.algo), args), env, preset, overrides)
