@@ -101,7 +101,13 @@ process_isolation = forkserver
 forkserver_warmup = import
 preload_modules_file = preload.txt
 use_git_change_detection = false
+timeout_multiplier = 100
 """
+
+
+# timeout_multiplier: mutmut's default CPU-time limit per mutant (15x the unmutated tests' time, doubled) is
+# too tight for the jitted training code: every mutant of `make_update`, even one in a branch the tests never
+# take, "timed out" (its tests recompile what the timing run compiled once). 100x still catches real hangs.
 
 
 def _mutmut(args: list[str], cwd: Path) -> str:
