@@ -55,11 +55,6 @@ class GaussianPpoArgs:
 class Args(TrainArgs):
     algo: GaussianPpoArgs = GaussianPpoArgs()
 
-    def validate(self) -> None:
-        super().validate()
-        if self.log.export_onnx:  # the ONNX exporter traces FlowPolicy.act
-            raise ValueError("--log.export-onnx exports flow policies only, not Gaussian actors")
-
 
 class GaussianExtras(NamedTuple):
     """What the rollout stores per transition."""

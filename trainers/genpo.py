@@ -57,10 +57,6 @@ class Args(TrainArgs):
     def validate(self) -> None:
         super().validate()
         self.algo.validate()
-        if self.log.export_onnx:
-            raise ValueError(
-                "log.export_onnx supports FlowPolicy folders only; GenPO policies load with GenPOPolicy"
-            )
 
 
 class GenPOExtras(NamedTuple):
