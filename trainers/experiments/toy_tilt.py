@@ -51,9 +51,17 @@ import numpy as np
 import optax
 import tyro
 
-from gsbpolicy import FlowPolicy, PolicySpec, load_policy, make_policy, sample_noise, save_policy
-from gsbpolicy._cli import FAILURE, USAGE
-from gsbpolicy._io import PolicyFormatError, atomic_write_text
+from gsbpolicy import (
+    FlowPolicy,
+    PolicyFormatError,
+    PolicySpec,
+    load_policy,
+    make_policy,
+    sample_noise,
+    save_policy,
+)
+from gsbpolicy.cli import FAILURE, USAGE
+from gsbpolicy.files import atomic_write_text
 from trainers._core.cli import fail
 from trainers._core.runlog import read_jsonl
 from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
