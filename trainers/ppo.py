@@ -81,7 +81,6 @@ class Args(TrainArgs):
                 self.rollout.recompute_gae,
             "cosine learning-rate decay is not supported by this trainer":
                 self.optim.actor_cosine_decay or self.optim.critic_cosine_decay,
-            "--log.export-onnx exports flow policies only": self.log.export_onnx,
         }  # fmt: skip
         for message, failed in problems.items():
             if failed:

@@ -31,6 +31,9 @@ class Algorithm:
     for context, never part of the paper's claims."""
     load_hint: str = LOAD_HINT
     """How to load the saved policy, printed after training (`{}` is the policy folder)."""
+    exact_resume: bool = True
+    """A killed run resumed from its checkpoint computes what the uninterrupted run would have, bit for bit
+    (SB3 keeps state a checkpoint does not capture, so its resumed runs only continue)."""
 
     def __post_init__(self):
         if self.policy_kind not in POLICY_KINDS:
@@ -52,7 +55,7 @@ class Algorithm:
 
 ALGORITHMS = (
     Algorithm("gaussian_ppo", "Gaussian PPO", "gaussian", reference=False),
-    Algorithm("ppo", "PPO (SB3)", "gaussian", reference=True),
+    Algorithm("ppo", "PPO (SB3)", "gaussian", reference=True, exact_resume=False),
     Algorithm("dppo", "DPPO", "ddpm-flow", reference=False),
     Algorithm("fpo", "FPO", "flow", reference=False),
     Algorithm("genpo", "GenPO", "coupling-flow", reference=False),
