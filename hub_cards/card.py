@@ -10,7 +10,7 @@ the final evaluation's episodes, as huggingface_sb3 writes it).
 import inspect
 from pathlib import Path
 
-from gsbpolicy import RunningNorm
+from gsbpolicy import RunningNorm, env_kind
 
 from .baselines import RESULTS_DIR, baseline_rows, method_name
 from .command import SKIPPED, command_lines
@@ -36,11 +36,6 @@ ROBOT_ENVS = ("Ant", "HalfCheetah", "Hopper", "Humanoid", "Walker2d", "Swimmer",
 
 def is_robot(env_id: str) -> bool:
     return env_id.startswith(ROBOT_ENVS)
-
-
-def is_gymnasium(env_id: str) -> bool:
-    """Gymnasium ids carry a version ("Hopper-v5"); Playground task names do not (the trainers' rule)."""
-    return "-v" in env_id
 
 
 def mean_reward(results: dict) -> str:
@@ -113,7 +108,7 @@ def _protocol(source: CardSource) -> str:
     results, args = source.results, source.run["args"]
     mode = _modes(source.kind)[0 if results["deterministic"] else 1]
     n = results["n_episodes"]
-    if is_gymnasium(source.env_id):
+    if env_kind(source.env_id) == "gymnasium":
         where = (
             f"Gymnasium's `{source.env_id}` (its own time limit and termination), in a vector env seeded apart "
             f"from the training stream"
@@ -128,7 +123,7 @@ def _protocol(source: CardSource) -> str:
         f"After training, the {mode} policy ran {n} episodes in {where}. A return is the undiscounted sum of "
         f"the env's rewards; the model-index value `mean_reward` is their mean +/- population std."
     )
-    if is_gymnasium(source.env_id):
+    if env_kind(source.env_id) == "gymnasium":
         text += f" Re-run it with `gsbpolicy.evaluate(policy, {source.env_id!r}, n_episodes={n})`."
     return text
 
@@ -139,7 +134,7 @@ def _curve_protocol(args: dict, env_id: str, kind: str) -> str:
         when = f"every {evaluation['interval_steps']:,} env steps and at the end"
     else:
         when = f"at {evaluation['num_evals']} points spread evenly over training"
-    if is_gymnasium(env_id):
+    if env_kind(env_id) == "gymnasium":
         size = f"{evaluation['episodes']} episodes"
     else:
         size = f"{evaluation['num_envs']} fresh envs"
@@ -209,7 +204,7 @@ def render_card(
         sigma_text=_sigma_text(source.spec) if source.kind == "flow" else "",
         squash_text=_squash_text(source.spec, source.kind),
         obs_clip=_obs_clip(source.spec),
-        is_gym=is_gymnasium(source.env_id),
+        is_gym=env_kind(source.env_id) == "gymnasium",
         episode_length=rollout["episode_length"],
         action_repeat=rollout["action_repeat"],
         agent_steps=-(-rollout["episode_length"] // rollout["action_repeat"]),

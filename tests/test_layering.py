@@ -20,3 +20,23 @@ def test_importing_gsbpolicy_loads_no_training_stack():
     script = f"import sys, gsbpolicy\nprint(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "", f"gsbpolicy import loaded: {loaded.stdout.strip()}"
+
+
+def test_code_outside_gsbpolicy_uses_its_public_names_only():
+    """trainers, export and hub_cards import `gsbpolicy` and its public modules, never `gsbpolicy._*` (the
+    tests may pin internals)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in [
+        *root.glob("trainers/**/*.py"),
+        *root.glob("export/**/*.py"),
+        *root.glob("hub_cards/**/*.py"),
+    ]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(root)}: {n}" for n in names if n.startswith("gsbpolicy._")]
+    assert not offenders

@@ -17,7 +17,7 @@ import math
 import time
 from typing import Literal
 
-from gsbpolicy._cli import require_extra
+from gsbpolicy.cli import require_extra
 
 # Before the imports that need the extra: `python -m trainers.ppo` without it ends with one line, no traceback.
 require_extra("sb3", ["stable_baselines3", "torch"], "trainers.ppo", exit_now=__name__ == "__main__")

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import tyro
 
-from gsbpolicy._cli import FAILURE, USAGE, MissingExtraError, OneLineParser, one_line
+from gsbpolicy.cli import FAILURE, USAGE, MissingExtraError, OneLineParser, one_line
 
 from .checkpoint import CheckpointError
 from .config import TrainArgs

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from gsbpolicy import PolicySpec, env_kind
-from gsbpolicy._cli import require_extra
+from gsbpolicy.cli import require_extra
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,7 +57,9 @@ def write_results(policy_dir, *, env_id: str, algo: str, returns, lengths, seed:
     import datetime
     import json
 
-    from .runlog import RUN_JSON, atomic_write_text
+    from gsbpolicy.files import atomic_write_text
+
+    from .runlog import RUN_JSON
 
     # The commit of the code that ran, as run.json recorded it when this process started (at the last
     # resume, if any): HEAD itself may have moved on if commits were made while the run trained.

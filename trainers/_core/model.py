@@ -4,8 +4,7 @@ import equinox as eqx
 import jax
 import optax
 
-from gsbpolicy import RunningNorm
-from gsbpolicy._networks import ACTIVATIONS
+from gsbpolicy import ACTIVATIONS, RunningNorm
 
 from .config import CriticArgs, OptimArgs
 

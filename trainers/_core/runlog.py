@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jax
 
-from gsbpolicy._io import atomic_write_text  # noqa: F401  (re-exported for the trainers)
+from gsbpolicy.files import atomic_write_text
 
 RUN_JSON = "run.json"
 PACKAGES = ("gsbpolicy", "jax", "jaxlib", "equinox", "optax", "numpy", "gymnasium", "mujoco", "mujoco-mjx",

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trainers._core.runlog import atomic_write_text
+from gsbpolicy.files import atomic_write_text
 
 NUM_ENVS, UNROLL, BATCH, MINIBATCHES, EPOCHS = 1024, 30, 512, 16, 4
 STEPS_PER_ITERATION = UNROLL * BATCH * MINIBATCHES

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers._core.runlog import atomic_write_text, git_commit
+from gsbpolicy.files import atomic_write_text
+from trainers._core.runlog import git_commit
 from trainers.presets import with_fields
 
 DEFAULT_OUT = Path("hub_cards/results/ppo_agreement.json")
