@@ -1,6 +1,6 @@
 """Euler-Maruyama and Euler ODE samplers, and step log-densities and drifts on a stored path.
 
-Conventions (paper eqs. 5-8, DESIGN.md section 3): t_n = n/N, dt = 1/N, a^(0) ~ N(0, I) and
+Conventions (paper eqs. 5-8): t_n = n/N, dt = 1/N, a^(0) ~ N(0, I) and
 
     a^(n+1) = a^(n) + dt * f(a^(n), t_n) + sigma(t_n) * sqrt(dt) * eps_n,   eps_n ~ N(0, I),
 

@@ -1,4 +1,4 @@
-"""DPPO: policy gradient through the denoising MDP (Ren et al. 2024; baselines.md section 3.4).
+"""DPPO: policy gradient through the denoising MDP (Ren et al. 2024; the official DPPO code's PPODiffusion).
 
 Each generation step a^(n) -> a^(n+1) is a Gaussian action with its own PPO-clipped ratio. The rollout
 stores the whole chain a^(0:N) and the step log-densities; the update recomputes them under the current

@@ -1,4 +1,4 @@
-"""FPO: Flow Policy Optimization (McAllister et al. 2025; baselines.md sections 3.1-3.2).
+"""FPO: Flow Policy Optimization (McAllister et al. 2025; the official FPO code's Playground and Gym trainers).
 
 The likelihood ratio of PPO is replaced by a conditional flow-matching (CFM) surrogate. At rollout each
 transition stores its pre-squash action a and N_mc pairs (eps_i, t_i) with their CFM losses l_i under the
@@ -130,7 +130,7 @@ class Fpo(AbstractAlgorithm):
 
 
 def playground_preset(env: str | None) -> Args:
-    """Table 1, FPO column = the official FPO Playground defaults (baselines.md section 3.1)."""
+    """Table 1, FPO column = the official FPO Playground defaults (its Playground trainer's config)."""
     return specialise(
         Args,
         playground(env or "CartpoleSwingup"),

@@ -28,7 +28,7 @@ from .registry import get_algo
 
 @dataclasses.dataclass(frozen=True)
 class GaussianPpoArgs:
-    """PPO coefficients and the Gaussian actor's architecture (baselines.md section 3.6)."""
+    """PPO coefficients and the Gaussian actor's architecture (Brax PPO's and SB3's conventions)."""
 
     clip: float = 0.2
     """PPO clip epsilon on the likelihood ratio."""

@@ -65,7 +65,7 @@ class Sb3PpoArgs:
     """Normalise rewards by the running std of the discounted return (VecNormalize's `norm_reward`, part of
     rl-baselines3-zoo's `normalize: true`); the reported returns stay in the task's units."""
     torch_threads: int = 1
-    """torch intra-op threads. 1 suits these small MLPs: on the shared 2-core CPU, 2 threads ran 30x slower."""
+    """torch intra-op threads. 1 suits these small MLPs: more threads mostly add synchronisation and contend with env stepping."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -64,7 +64,7 @@ class BenchArgs:
     """Print the commands without running them."""
     jobs: int = 1
     """Runs at a time. Keep 1 where wall-clock is compared (the compute suites, a 2-core CPU); on a many-core
-    machine give each run two or three cores (17 Gym runs on 16 cores and one GPU each ran 3x slower)."""
+    machine give each run two or three cores (Gym runs step their envs on the CPU: one core each slows them several times)."""
     sample_interval: float = 0.25
     """Seconds between memory samples of a run. Each GPU sample calls nvidia-smi, so raise it with --jobs."""
 
@@ -423,7 +423,7 @@ def _train(cmd: list[str] | None, directory: Path, sample_interval: float) -> No
 
 def _aggregate(suite: str, results_dir: Path) -> None:
     """Regenerate the summaries. They derive from the ledger, whose line is already saved, so a failure
-    here must not stop the runs still going (it did once, when aggregate.py changed under a long runner)."""
+    here must not stop the runs still going (aggregate.py may change while a long runner is going)."""
     try:
         from .aggregate import write_suite
 
