@@ -345,7 +345,8 @@ def plan(args: BenchArgs, suite: Suite) -> list[tuple[str, Variant, int]]:
     return [(task, variant, seed) for seed in seeds for task in tasks for variant in variants]
 
 
-def run_suite(args: BenchArgs) -> int:
+def _check_options(args: BenchArgs) -> Path:
+    """Refuse bad options before anything runs; return the results folder."""
     if args.suite not in SUITES:
         raise CommandError(f"unknown suite {args.suite!r}; suites: {sorted(SUITES)}")
     if args.jobs < 1:
@@ -355,11 +356,12 @@ def run_suite(args: BenchArgs) -> int:
     results_dir = results_folder(args)
     check_writable_folder(args.runs_dir, f"--runs-dir {args.runs_dir}")
     check_writable_folder(results_dir, f"--results-dir {results_dir}")
-    suite = SUITES[args.suite]
-    ledger = ledger_path(results_dir, suite.name)
-    done = {run_key(r) for r in read_ledger(ledger)}
-    todo = [run for run in plan(args, suite) if (run[0], run[1].name, run[2]) not in done]
-    print(f"suite {suite.name}: {len(todo)} runs to do, results in {results_dir} ({suite.budget_note})")
+    return results_dir
+
+
+def _commands(args: BenchArgs, suite: Suite, todo: list, ledger: Path, results_dir: Path) -> list[tuple]:
+    """(task, variant, seed, run folder, command or None when the run already finished) for each run to do;
+    a run another suite's ledger already holds is recorded as reused instead (unless --dry-run)."""
     elsewhere = finished_elsewhere(other_ledgers(args, results_dir), suite.name)
     commands = []
     for number, (task, variant, seed) in enumerate(todo, 1):
@@ -378,13 +380,14 @@ def run_suite(args: BenchArgs) -> int:
         cmd = command(suite, task, variant, seed, directory, resume=started and not finished)
         print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: {' '.join(cmd[1:])}", flush=True)
         commands.append((task, variant, seed, directory, None if finished else cmd))
-    if args.dry_run:
-        return 0
-    if len(commands) < len(todo):
-        _aggregate(suite.name, results_dir)
+    return commands
 
-    # Runs go in plan order, `jobs` at a time; only this thread writes the ledger and the summaries, in the
-    # order runs finish, so concurrent runs never race on a file.
+
+def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path, results_dir: Path) -> list:
+    """Run the commands `jobs` at a time in plan order; returns the failed (task, variant, seed).
+
+    Only this thread writes the ledger and the summaries, in the order runs finish, so concurrent runs never
+    race on a file."""
     failures = []
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
     try:
@@ -408,6 +411,22 @@ def run_suite(args: BenchArgs) -> int:
     finally:
         # Ctrl-C must not start the queued runs (the running ones get the same SIGINT).
         pool.shutdown(wait=True, cancel_futures=True)
+    return failures
+
+
+def run_suite(args: BenchArgs) -> int:
+    results_dir = _check_options(args)
+    suite = SUITES[args.suite]
+    ledger = ledger_path(results_dir, suite.name)
+    done = {run_key(r) for r in read_ledger(ledger)}
+    todo = [run for run in plan(args, suite) if (run[0], run[1].name, run[2]) not in done]
+    print(f"suite {suite.name}: {len(todo)} runs to do, results in {results_dir} ({suite.budget_note})")
+    commands = _commands(args, suite, todo, ledger, results_dir)
+    if args.dry_run:
+        return 0
+    if len(commands) < len(todo):
+        _aggregate(suite.name, results_dir)
+    failures = _run_all(args, suite, commands, ledger, results_dir)
     if results_dir.resolve() != COMMITTED.resolve() and (results_dir / f"{suite.name}.json").exists():
         print(write_comparison(suite.name, results_dir))
     if failures:
