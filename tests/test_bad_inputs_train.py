@@ -255,14 +255,34 @@ def test_missing_extra_names_its_install_command(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "run").exists()
 
 
-def test_bad_type_is_tyros_usage_error_without_traceback(capsys):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seed", "abc"], "error: Error parsing --seed: invalid literal for int() with base 10: 'abc'"),
+        (["--bogus", "1"], "error: Unrecognized options: --bogus, 1"),
+        (
+            ["--rollout.vectorization", "threads"],
+            "error: invalid choice 'threads' for argument '--rollout.vectorization'",
+        ),
+    ],
+)
+def test_tyros_parse_errors_are_one_line(capsys, argv, message):
     from trainers.gsb_mdpo import main
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["--seed", "abc"])
+        main(argv)
     assert exit_info.value.code == 2
-    out = capsys.readouterr()
-    assert "--seed" in out.err + out.out and "Traceback" not in out.err + out.out
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1 and "│" not in err
+
+
+def test_help_names_the_module_to_run(capsys):
+    from trainers.gsb_mdpo import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m trainers.gsb_mdpo ")
 
 
 # ---------------------------------------------------------------------------------------- a live run's lock

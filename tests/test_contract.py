@@ -87,7 +87,7 @@ def test_policy_loads_evaluates_and_its_onnx_export_acts_the_same(finished):
     np.testing.assert_allclose(actions, expected, atol=1e-5)
 
 
-def test_a_killed_run_resumes(finished, tmp_path, monkeypatch):
+def test_a_killed_run_resumes(finished, tmp_path, monkeypatch, capsys):
     name, uninterrupted = finished
     out = tmp_path / "run"
     original, calls = RunLifecycle.iteration_done, []
@@ -102,7 +102,14 @@ def test_a_killed_run_resumes(finished, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         _main(name)([*TINY, "--output-dir", str(out)])
     monkeypatch.setattr(RunLifecycle, "iteration_done", original)
+    capsys.readouterr()
     _main(name)([*TINY, "--output-dir", str(out), "--resume"])
+    closing = capsys.readouterr().out
+    assert (
+        "final evaluation on InvertedPendulum-v5: return" in closing
+        and "over 2 deterministic episodes" in closing
+    )
+    assert f"python -m export.onnx {out / 'policy'}" in closing and f"hub_cards.publish {out} " in closing
     if registry.get_algo(name).exact_resume:
         assert _records(out) == _records(uninterrupted)
     else:

@@ -1,9 +1,16 @@
 """Command-line parsing and the trainers' `main`: `--preset NAME` picks a preset object (built for `--env`),
 tyro does the rest. Bad input ends a command with one line on stderr, never a traceback: exit status 2
 for a usage error (a bad value, an unusable run folder), 1 for a failure (a missing extra, a run that went
-non-finite, a corrupt checkpoint). tyro's own type errors (`--seed abc`) keep tyro's boxed message, exit 2.
+non-finite, a corrupt checkpoint). tyro's own parse errors (`--seed abc`, an unknown option) are reduced to
+their first line, exit 2.
+
+`--preset` is read before tyro because a preset is a function of the env (`--env Hopper-v5` with the `gym`
+preset gives Hopper's Table 2 column): tyro's own config subcommands choose among fixed default objects.
 """
 
+import contextlib
+import io
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -38,13 +45,51 @@ def parse(args_type: type, presets: dict[str, Preset], default_preset: str, desc
     description = (
         f"{description}\n\n--preset {{{preset_help}}} (default {default_preset}) selects the starting values."
     )
-    args = tyro.cli(args_type, default=base, args=rest, description=description)
+    prog = f"python -m {_module_name(args_type)}"
+    args = tyro_cli(args_type, default=base, args=rest, description=description, prog=prog)
     try:
         args.validate()
     except ValueError as err:
         fail(f"invalid configuration: {err}", USAGE)
     except MissingExtraError as err:
         fail(str(err), FAILURE)
+    return args
+
+
+def _module_name(args_type: type) -> str:
+    """The module a config type belongs to, by its import name also when it runs as `__main__`."""
+    module = sys.modules[args_type.__module__]
+    spec = getattr(module, "__spec__", None)
+    return spec.name if spec is not None else args_type.__module__
+
+
+def tyro_message(text: str) -> str:
+    """The first paragraph of a tyro error box ("Error parsing --seed: invalid literal ..."), as one line.
+    The box is drawn in Unicode on a terminal and in ASCII elsewhere; both are read."""
+    lines = []
+    for line in text.strip().splitlines()[1:]:  # the first line is the box's title bar
+        inner = line.strip().strip("│|").strip()
+        if inner and set(inner) <= set("─-+╰╯"):  # a rule: the end of the first paragraph
+            if any(lines):
+                break
+            continue
+        lines.append(inner)
+    return " ".join(part for part in lines if part) or text.strip()
+
+
+def tyro_cli(*args, **kwargs):
+    """`tyro.cli`, with its boxed parse errors turned into one `error:` line (exit status 2); `--help` and
+    everything tyro prints for a successful parse pass through unchanged."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            args = tyro.cli(*args, **kwargs)
+    except SystemExit as exit_:
+        if exit_.code not in (0, None):
+            fail(tyro_message(captured.getvalue()), USAGE)
+        sys.stderr.write(captured.getvalue())
+        raise
+    sys.stderr.write(captured.getvalue())
     return args
 
 
@@ -83,9 +128,21 @@ def train_main(
         policy_dir = trainer.run()
     except (NonFiniteError, CheckpointError) as err:
         fail(str(err), FAILURE)
-    print(f"\npolicy saved to {policy_dir}")
-    print(f"load it with: {load_hint.format(policy_dir)}")
+    print(closing_lines(policy_dir, load_hint))
     return policy_dir
+
+
+def closing_lines(policy_dir: Path, load_hint: str) -> str:
+    """What the end of training prints: the final evaluation, where the policy is, and what to do next."""
+    results = json.loads((policy_dir / "results.json").read_text())
+    return "\n".join([
+        f"\nfinal evaluation on {results['env_id']}: return {results['mean']:.1f} +/- {results['std']:.1f} over "
+        f"{results['n_episodes']} deterministic episodes",
+        f"policy saved to {policy_dir}",
+        f"  load it:    {load_hint.format(policy_dir)}",
+        f"  export it:  python -m export.onnx {policy_dir}",
+        f"  publish it: python -m hub_cards.publish {policy_dir.parent} --repo-id ORG/NAME --dry-run",
+    ])  # fmt: skip
 
 
 FLOW_POLICY_HINT = 'from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("{}")'

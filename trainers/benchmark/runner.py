@@ -26,11 +26,10 @@ import threading
 import time
 from pathlib import Path
 
-import tyro
-
 from gsbpolicy.cli import CommandError, check_writable_folder, run_command
 from gsbpolicy.files import atomic_write_text
 
+from .._core.cli import tyro_cli
 from .._core.runlog import read_jsonl as read_ledger
 from .aggregate import RESULTS_DIR as COMMITTED
 from .compare import write_comparison
@@ -453,7 +452,7 @@ def _aggregate(suite: str, results_dir: Path) -> None:
 
 
 def main(argv=None) -> None:
-    args = tyro.cli(BenchArgs, args=argv, description=__doc__, prog="python -m trainers.benchmark")
+    args = tyro_cli(BenchArgs, args=argv, description=__doc__, prog="python -m trainers.benchmark")
     # A corrupt ledger line (ValueError from read_ledger) is bad input too: one line, exit 2.
     sys.exit(run_command(lambda: run_suite(args), usage_errors=(ValueError,)))
 

@@ -49,7 +49,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import tyro
 
 from gsbpolicy import (
     FlowPolicy,
@@ -62,7 +61,7 @@ from gsbpolicy import (
 )
 from gsbpolicy.cli import FAILURE, USAGE
 from gsbpolicy.files import atomic_write_text
-from trainers._core.cli import fail
+from trainers._core.cli import fail, tyro_cli
 from trainers._core.runlog import read_jsonl
 from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 
@@ -588,7 +587,7 @@ def validate(args: Args) -> None:
 
 
 def main(argv=None) -> None:
-    args = tyro.cli(Args, args=argv, description=__doc__)
+    args = tyro_cli(Args, args=argv, description=__doc__, prog="python -m trainers.experiments.toy_tilt")
     try:
         validate(args)
     except ValueError as err:
