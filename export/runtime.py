@@ -7,8 +7,12 @@
 
 `predict` has `GSBPolicy.predict`'s Stable-Baselines3 signature, so `gsbpolicy.evaluate` and SB3's
 `evaluate_policy` score an `OnnxPolicy` unchanged. It runs every policy kind `export.onnx` writes (flow,
-Gaussian, GenPO); dimensions, noise shape and mode are read from the ONNX metadata. This module must import nothing but numpy and onnxruntime (a test
-runs it in a process where importing JAX fails).
+Gaussian, GenPO); dimensions, noise shape and mode are read from the ONNX metadata.
+
+`python -m hub_cards.publish` also uploads this file, byte for byte, as `onnx_policy.py` next to
+`policy.onnx`, so a robot needs only those two files, numpy and onnxruntime. It must therefore stay
+standalone: import nothing but the standard library, numpy and onnxruntime, never this package (a test
+runs the model card's snippet with it in a process where importing jax, gsbpolicy or export fails).
 """
 
 import json
@@ -21,7 +25,7 @@ try:
     import onnxruntime as ort
 except ModuleNotFoundError as err:  # the one dependency beyond numpy: say how to get it
     raise ModuleNotFoundError(
-        'export.runtime needs onnxruntime: pip install onnxruntime (or pip install -e ".[onnx]")',
+        'OnnxPolicy needs onnxruntime: pip install onnxruntime (or pip install "gsbpolicy[onnx]")',
         name=err.name,
     ) from err
 

@@ -7,7 +7,9 @@ robotics for robot bodies), license, and a `model-index` whose one result is tas
 the final evaluation's episodes, as huggingface_sb3 writes it).
 """
 
+import importlib.metadata
 import inspect
+import tomllib
 from pathlib import Path
 
 from gsbpolicy import RunningNorm, env_kind
@@ -15,7 +17,7 @@ from gsbpolicy import RunningNorm, env_kind
 from .baselines import RESULTS_DIR, baseline_rows, method_name
 from .command import SKIPPED, command_lines
 from .curves import CURVE_NAME, eval_series
-from .folder import CardSource
+from .folder import ONNX_RUNTIME, CardSource, FolderError
 
 TEMPLATE = Path(__file__).with_name("card.md.jinja")
 ARXIV_ID = "2603.21621"
@@ -32,6 +34,30 @@ ROBOT_ENVS = ("Ant", "HalfCheetah", "Hopper", "Humanoid", "Walker2d", "Swimmer",
               "Cheetah", "Walker", "Finger", "Go1", "Spot", "Berkeley", "Panda", "Aloha", "Leap", "G1", "H1",
               "T1", "Op3", "Apollo", "Barkour")  # fmt: skip
 """Env-name prefixes of simulated robot bodies (tagged `robotics`); pendulums and cartpoles are not."""
+
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+CODE_URL_LABEL = "Repository"
+"""The `[project.urls]` entry of pyproject.toml that the card links and installs from."""
+
+
+def default_code_url() -> str:
+    """gsbpolicy's code URL, from its one definition in pyproject.toml: read from the source tree when
+    there is one (an editable install's metadata is as old as the install), else from the installed
+    package's metadata."""
+    if PYPROJECT.is_file():
+        urls = tomllib.loads(PYPROJECT.read_text()).get("project", {}).get("urls", {})
+        if CODE_URL_LABEL in urls:
+            return urls[CODE_URL_LABEL]
+    try:
+        entries = importlib.metadata.metadata("gsbpolicy").get_all("Project-URL") or []
+    except importlib.metadata.PackageNotFoundError:
+        entries = []
+    for entry in entries:
+        label, _, url = entry.partition(",")
+        if label.strip() == CODE_URL_LABEL:
+            return url.strip()
+    raise FolderError(f"gsbpolicy's metadata has no {CODE_URL_LABEL} URL: pass --code-url URL")
 
 
 def is_robot(env_id: str) -> bool:
@@ -180,8 +206,10 @@ def render_card(
     has_onnx: bool = False,
     video_steps: int | None = None,
     results_dir: Path = RESULTS_DIR,
+    code_url: str | None = None,
 ) -> str:
-    """The README.md text. `video_steps`: the length of replay.mp4 in env steps if the repo has one."""
+    """The README.md text. `video_steps`: the length of replay.mp4 in env steps if the repo has one;
+    `code_url`: where gsbpolicy's code is (default: pyproject.toml's, see `default_code_url`)."""
     from huggingface_hub import ModelCard
 
     run, results = source.run, source.results
@@ -193,6 +221,8 @@ def render_card(
         card_data(source, repo_id, license),
         template_str=TEMPLATE.read_text(),
         repo_id=repo_id,
+        code_url=code_url or default_code_url(),
+        onnx_runtime=ONNX_RUNTIME,
         env_id=source.env_id,
         method=method_name(source.algo),
         arxiv_id=ARXIV_ID,

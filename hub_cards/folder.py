@@ -19,6 +19,8 @@ WEIGHTS = "model.safetensors"
 RESULTS = "results.json"
 RUN = "run.json"
 METRICS = "metrics.jsonl"
+ONNX_RUNTIME = "onnx_policy.py"
+"""Published next to policy.onnx: a copy of export/runtime.py, so a robot runs the policy without gsbpolicy."""
 
 RESULTS_FIELDS = {
     "env_id": str,

@@ -1,11 +1,15 @@
 """Publish a training run to the Hugging Face Hub: a complete model repo in one commit.
 
     python -m hub_cards.publish RUN_DIR --repo-id ORG/NAME [--private] [--dry-run] [--out DIR]
+        [--code-url URL]
 
 RUN_DIR is a finished training run (runs/<env>/<algo>/seed_<k>: run.json, metrics.jsonl, policy/).
 The folder DIR (default RUN_DIR/hub) receives config.json, model.safetensors, results.json, run.json,
 metrics.jsonl, README.md (the model card), learning_curve.png, policy.onnx when the exporter is installed
-(or the run already exported one) and replay.mp4 when a video encoder and MuJoCo rendering are available.
+(or the run already exported one) with onnx_policy.py (a copy of export/runtime.py: the card's robot
+snippet needs only these two files, numpy and onnxruntime), and replay.mp4 when a video encoder and
+MuJoCo rendering are available. The card links gsbpolicy's code and installs from it: the Repository URL
+of pyproject.toml unless `--code-url` names another.
 Every input is validated before anything is written: the four files must come from one run (the same
 env, algorithm, seed and commit, one unbroken metrics sequence), the weights must load and be finite,
 and no file may be a link to somewhere outside its folder. Then the repo is created if needed and the
@@ -24,8 +28,10 @@ import os
 import shutil
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 
+import export
 from export import ONNX_MODULES
 from gsbpolicy.cli import (
     FAILURE,
@@ -38,17 +44,30 @@ from gsbpolicy.cli import (
     run_command,
 )
 
+from .card import default_code_url
 from .curves import CURVE_NAME, NoEvaluations
-from .folder import CONFIG, METRICS, RESULTS, RUN, WEIGHTS, CardSource, FolderError, run_policy_dir
+from .folder import (
+    CONFIG,
+    METRICS,
+    ONNX_RUNTIME,
+    RESULTS,
+    RUN,
+    WEIGHTS,
+    CardSource,
+    FolderError,
+    run_policy_dir,
+)
 from .render import ONNX, README, VIDEO, render_folder
 from .replay import ReplayUnavailable, record_replay
 
-PUBLISHED = (CONFIG, WEIGHTS, ONNX, RESULTS, RUN, METRICS, README, CURVE_NAME, VIDEO)
+PUBLISHED = (CONFIG, WEIGHTS, ONNX, ONNX_RUNTIME, RESULTS, RUN, METRICS, README, CURVE_NAME, VIDEO)
 """Every file the publisher writes; the only ones it replaces locally or deletes from the repo."""
 MARKER = ".gsbpolicy-publish"
 """Left in every folder this tool creates: such a folder (holding nothing else) may be replaced whole."""
 HUB_MODULES = ("jinja2", "matplotlib")
 """What the card needs from the `hub` extra (the template engine and the learning-curve plot)."""
+RUNTIME_SOURCE = Path(export.__file__).with_name("runtime.py")
+"""Published as `ONNX_RUNTIME`, byte for byte: it imports only numpy and onnxruntime."""
 
 
 def _out_is_replaceable(out: Path, overwrite: bool) -> bool:
@@ -101,6 +120,14 @@ def _swap_in(staging: Path, out: Path, whole: bool) -> None:
 
 
 def _add_onnx(policy_dir: Path, staging: Path, log) -> None:
+    """policy.onnx (copied from the run or exported here) and, with it, its standalone runtime."""
+    _add_onnx_model(policy_dir, staging, log)
+    if (staging / ONNX).is_file():
+        shutil.copyfile(RUNTIME_SOURCE, staging / ONNX_RUNTIME)
+        log(f"{ONNX_RUNTIME}: the numpy + onnxruntime runtime ({RUNTIME_SOURCE.name})")
+
+
+def _add_onnx_model(policy_dir: Path, staging: Path, log) -> None:
     if (policy_dir / ONNX).is_file():  # exported and verified at the end of training
         shutil.copyfile(policy_dir / ONNX, staging / ONNX)
         log(f"{ONNX}: copied from {policy_dir}")
@@ -151,11 +178,13 @@ def assemble(
     video: bool = True,
     video_steps: int = 500,
     overwrite: bool = False,
+    code_url: str | None = None,
     log=print,
 ) -> Path:
     """Write the Hub folder for `run_dir` into `out` (built aside, then swapped in); returns `out`.
 
-    `overwrite`: write into a non-empty `out` this tool did not create, replacing only its own files."""
+    `overwrite`: write into a non-empty `out` this tool did not create, replacing only its own files.
+    `code_url`: the gsbpolicy code the card links and installs from (default: pyproject.toml's)."""
     policy_dir = run_policy_dir(run_dir)
     _check_inside(policy_dir, (CONFIG, WEIGHTS, RESULTS, ONNX))
     _check_inside(run_dir, (RUN, METRICS))
@@ -174,7 +203,8 @@ def assemble(
         if onnx:
             _add_onnx(policy_dir, staging, log)
         steps = _add_replay(policy, staging, source.env_id, video_steps, log) if video else None
-        for name, data in render_folder(staging, repo_id, license=license, video_steps=steps).items():
+        rendered = render_folder(staging, repo_id, license=license, video_steps=steps, code_url=code_url)
+        for name, data in rendered.items():
             (staging / name).write_bytes(data)
         (staging / MARKER).write_text(
             "written by python -m hub_cards.publish; replaced whole by the next run\n"
@@ -215,11 +245,21 @@ def _repo_id_error(repo_id: str) -> str | None:
     return None
 
 
+def _code_url_error(url: str) -> str | None:
+    """Why `url` cannot be the card's code link and `pip install "gsbpolicy @ git+URL"` source, or None."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.netloc or any(c.isspace() for c in url):
+        return f"--code-url must be an http(s) URL of gsbpolicy's git repository, got {url!r}"
+    return None
+
+
 def _publish_command(args: argparse.Namespace) -> None:
     require_extra("hub", HUB_MODULES, "python -m hub_cards.publish")
     out = args.out or args.run_dir / "hub"
+    code_url = args.code_url or default_code_url()  # before the slow steps: it may be missing
     assemble(args.run_dir, out, args.repo_id, license=args.license, onnx=not args.no_onnx,
-             video=not args.no_video, video_steps=args.video_steps, overwrite=args.overwrite)  # fmt: skip
+             video=not args.no_video, video_steps=args.video_steps, overwrite=args.overwrite,
+             code_url=code_url)  # fmt: skip
     print(f"wrote {out}: {', '.join(sorted(p.name for p in out.iterdir() if p.name in PUBLISHED))}")
     if args.dry_run:
         print("dry run: nothing pushed")
@@ -263,12 +303,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-onnx", action="store_true", help="do not export policy.onnx")
     parser.add_argument("--no-video", action="store_true", help="do not record replay.mp4")
     parser.add_argument("--video-steps", type=int, default=500, help="replay.mp4 length limit in env steps")
+    parser.add_argument(
+        "--code-url",
+        help="gsbpolicy's git repository, linked and installed from by the card "
+        "(default: the Repository URL in pyproject.toml)",
+    )
     args = parser.parse_args(argv)
     problem = _repo_id_error(args.repo_id)
     if problem:
         parser.error(problem)
     if args.video_steps < 1:
         parser.error(f"--video-steps must be >= 1, got {args.video_steps}")
+    if args.code_url is not None and (problem := _code_url_error(args.code_url)):
+        parser.error(problem)
     return run_command(lambda: _publish_command(args), usage_errors=(FolderError, NoEvaluations))
 
 

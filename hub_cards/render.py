@@ -29,7 +29,12 @@ VIDEO = "replay.mp4"
 
 
 def render_folder(
-    folder: Path, repo_id: str, *, license: str = "apache-2.0", video_steps: int | None = None
+    folder: Path,
+    repo_id: str,
+    *,
+    license: str = "apache-2.0",
+    video_steps: int | None = None,
+    code_url: str | None = None,
 ) -> dict[str, bytes]:
     """{file name: bytes} of the card and the curve for the files in `folder` (nothing is written)."""
     source = CardSource.from_folder(folder)
@@ -42,6 +47,7 @@ def render_folder(
         license=license,
         has_onnx=(folder / ONNX).is_file(),
         video_steps=video_steps if (folder / VIDEO).is_file() else None,
+        code_url=code_url,
     )
     return {README: readme.encode(), CURVE_NAME: render_curve(source.metrics, title)}
 

@@ -11,6 +11,8 @@ same env: no training, so the whole table runs in seconds (plus one ONNX export 
 """
 
 import dataclasses
+import email.message
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -32,7 +34,7 @@ from export import latency
 from export import onnx as onnx_export
 from export.runtime import OnnxPolicy
 from gsbpolicy import make_policy, save_policy
-from hub_cards import publish, render
+from hub_cards import card, publish, render
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = render.EXAMPLES_DIR / "gsb_mdpo-InvertedPendulum-v5"
@@ -40,11 +42,9 @@ COMMANDS = {"publish": publish.main, "export": onnx_export.main, "latency": late
 
 
 # ----------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def base_run(tmp_path_factory, tiny_spec) -> Path:
-    """A finished run folder: the example card's run.json, metrics.jsonl and results.json, and a tiny
-    policy saved for its env (InvertedPendulum-v5: 4 observations, 1 action)."""
-    run = tmp_path_factory.mktemp("base") / "run"
+def make_run_folder(run: Path, tiny_spec) -> Path:
+    """A finished run folder at `run`: the example card's run.json, metrics.jsonl and results.json, and a
+    tiny policy saved for its env (InvertedPendulum-v5: 4 observations, 1 action)."""
     run.mkdir()
     for name in ("run.json", "metrics.jsonl"):
         shutil.copyfile(EXAMPLE / name, run / name)
@@ -54,6 +54,11 @@ def base_run(tmp_path_factory, tiny_spec) -> Path:
     save_policy(make_policy(spec, key=jax.random.key(0)), run / "policy")
     shutil.copyfile(EXAMPLE / "results.json", run / "policy" / "results.json")
     return run
+
+
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory, tiny_spec) -> Path:
+    return make_run_folder(tmp_path_factory.mktemp("base") / "run", tiny_spec)
 
 
 @dataclasses.dataclass
@@ -147,6 +152,12 @@ def _offline_without_cache(scene: Scene, monkeypatch) -> None:
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     # Outside the row's folder: the client may make its cache folders even when it finds nothing.
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(scene.root.with_name(scene.root.name + "-hf")))
+
+
+def _no_code_url(scene: Scene, monkeypatch) -> None:
+    """An installed gsbpolicy without its source tree whose metadata lacks the project URLs."""
+    monkeypatch.setattr(card, "PYPROJECT", scene.root / "no-pyproject.toml")
+    monkeypatch.setattr(importlib.metadata, "metadata", lambda name: email.message.Message())
 
 
 def _hide_module(monkeypatch, hidden: str) -> None:
@@ -261,6 +272,15 @@ def _publish_rows() -> list[Row]:
             2, "is not a valid Hub repo id"),
         Row("publish: --video-steps 0", "publish", lambda s, _: s.publish("--video-steps", "0"),
             2, "--video-steps must be >= 1, got 0"),
+        Row("publish: --code-url not a URL", "publish",
+            lambda s, _: s.publish("--code-url", "gsbpolicy/gsbpolicy"),
+            2, "--code-url must be an http(s) URL of gsbpolicy's git repository, got 'gsbpolicy/gsbpolicy'"),
+        Row("publish: --code-url with a space", "publish",
+            lambda s, _: s.publish("--code-url", "https://example.org/my repo"),
+            2, "--code-url must be an http(s) URL"),
+        Row("publish: no code URL known and no --code-url", "publish",
+            lambda s, mp: (_no_code_url(s, mp), s.publish())[1],
+            2, "gsbpolicy's metadata has no Repository URL: pass --code-url URL"),
         Row("publish: --repo-id missing", "publish", lambda s, _: [str(s.run)],
             2, "the following arguments are required: --repo-id"),
         Row("publish: the hub extra is not installed", "publish",
