@@ -113,3 +113,11 @@ def test_the_benchmark_commands_still_start():
             [sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=ROOT
         )
         assert out.returncode == 0 and "--suite" in out.stdout, out.stderr
+
+
+def test_every_algorithm_has_the_python_training_api():
+    import inspect
+
+    for algo in registry.ALGORITHMS:
+        train = importlib.import_module(algo.module).train
+        assert list(inspect.signature(train).parameters) == ["env", "preset", "overrides"], algo.name

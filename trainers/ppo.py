@@ -25,8 +25,9 @@ require_extra("sb3", ["stable_baselines3", "torch"], "trainers.ppo", exit_now=__
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from gsbpolicy import GaussianActor, save_policy  # noqa: E402
+from gsbpolicy import GaussianActor, GSBPolicy, save_policy  # noqa: E402
 
+from ._core import api  # noqa: E402
 from ._core.cli import train_main  # noqa: E402
 from ._core.config import CriticArgs, OptimArgs, TrainArgs  # noqa: E402
 from ._core.envs import make_evaluator  # noqa: E402
@@ -269,6 +270,12 @@ def zoo_preset(env: str | None) -> Args:
 
 
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset, "zoo": zoo_preset}
+
+
+def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
+    """Train SB3 PPO on `env` from Python and return the policy (a Gaussian actor); the run folder is the CLI's.
+    `env` and `overrides` as for every trainer's `train` (see `trainers._core.api`)."""
+    return api.train(PRESETS, Sb3Trainer, env, preset, overrides)
 
 
 def main(argv=None) -> None:
