@@ -200,6 +200,13 @@ class LogArgs:
     """Show a console progress bar."""
     export_onnx: bool = False
     """Also write policy.onnx into the policy folder (needs the `onnx` extra)."""
+    wandb: bool = False
+    """Also log every metrics.jsonl record to Weights & Biases, at step env_steps (needs the `track`
+    extra; `WANDB_MODE=offline` keeps it on disk). A --resume continues the same wandb run."""
+    wandb_project: str = "gsbpolicy"
+    """The wandb project of --log.wandb."""
+    wandb_entity: str | None = None
+    """The wandb entity (user or team) of --log.wandb; None is your default entity."""
 
     def validate(self) -> None:
         require(self.checkpoint_every >= 1, "log.checkpoint_every", ">= 1", self.checkpoint_every)
@@ -207,6 +214,8 @@ class LogArgs:
             require_extra("train", ["tensorboard"], "--log.tensorboard")
         if self.export_onnx:
             require_extra("onnx", ["jax2onnx", "onnx"], "--log.export-onnx")
+        if self.wandb:
+            require_extra("track", ["wandb"], "--log.wandb")
 
 
 @dataclasses.dataclass(frozen=True)

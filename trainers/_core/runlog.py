@@ -1,7 +1,9 @@
-"""Run records: run.json (resolved config and provenance), metrics.jsonl, progress bar, TensorBoard."""
+"""Run records: run.json (resolved config and provenance), metrics.jsonl, progress bar, TensorBoard,
+Weights & Biases."""
 
 import dataclasses
 import datetime
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -128,9 +130,69 @@ def write_run_json(run_dir: Path, algo: str, args, mesh=None) -> dict:
     return record
 
 
-class RunLogger:
-    """Appends one JSON object per line to metrics.jsonl; optional TensorBoard and progress bar.
+def current_args(record: dict) -> dict:
+    """The config in effect now: run.json keeps the args the run was started with, and each resume records
+    its changes against those, so the latest resume's changes applied to them are the current args."""
+    args = json.loads(json.dumps(record["args"]))
+    changed = record["resumes"][-1]["changed"] if record.get("resumes") else {}
+    for dotted, change in changed.items():
+        *groups, name = dotted.split(".")
+        node = args
+        for group in groups:
+            node = node.setdefault(group, {})
+        node[name] = change["new"]
+    return args
 
+
+def scalars(record: dict) -> dict:
+    """The numbers of a metrics record that are plotted against its env_steps."""
+    return {
+        name: value
+        for name, value in record.items()
+        if isinstance(value, int | float) and not isinstance(value, bool) and name != "env_steps"
+    }
+
+
+class WandbRun:
+    """The Weights & Biases run of a run folder (`--log.wandb`): the same records as metrics.jsonl, at step
+    env_steps, with run.json's config.
+
+    Its id comes from the run folder's path and start time, so a --resume continues the same wandb run and
+    a new run in a reused folder starts a new one. After a resume, the records between the checkpoint and
+    the kill are logged again at steps wandb has already seen; wandb keeps the first values (for an exact
+    resume, the same numbers).
+    """
+
+    def __init__(self, run_dir: Path, record: dict, log: dict):
+        import wandb  # lazily: the `track` extra (LogArgs.validate checked it is installed)
+
+        args = current_args(record)
+        identity = f"{run_dir.resolve()}|{record['started']}"
+        self._run = wandb.init(
+            project=log["wandb_project"],
+            entity=log["wandb_entity"],
+            name=run_dir.name,
+            group=f"{record['algo']}:{args['env']}",
+            dir=str(run_dir),
+            config={"algo": record["algo"], **args, "git": record["git"]},
+            id=hashlib.sha256(identity.encode()).hexdigest()[:16],
+            resume="allow",
+            reinit="create_new",  # the seeds of a --seeds group log side by side from one process
+        )
+
+    def write(self, record: dict) -> None:
+        self._run.log(scalars(record), step=record["env_steps"])
+
+    def close(self) -> None:
+        self._run.finish()
+
+
+class RunLogger:
+    """Appends one JSON object per line to metrics.jsonl; optional TensorBoard, Weights & Biases and
+    progress bar.
+
+    Whether to log to wandb is read from run.json, which the lifecycle writes before making the logger:
+    the wandb run takes its config from that record anyway, and a resume may switch `--log.wandb` on or off.
     `enabled=False` (processes other than 0 of a multi-process run) makes every method a no-op.
     """
 
@@ -149,6 +211,12 @@ class RunLogger:
             from tqdm import tqdm
 
             self._bar = tqdm(total=total_steps, unit="step", unit_scale=True, dynamic_ncols=True)
+        self._wandb = None
+        if enabled:
+            record = json.loads((run_dir / RUN_JSON).read_text())
+            log = current_args(record)["log"]
+            if log.get("wandb"):
+                self._wandb = WandbRun(run_dir, record, log)
         self._latest_return = None
 
     def truncate(self, num_records: int) -> None:
@@ -168,9 +236,10 @@ class RunLogger:
             f.flush()
             os.fsync(f.fileno())
         if self._writer is not None:
-            for name, value in record.items():
-                if isinstance(value, int | float) and name != "env_steps":
-                    self._writer.add_scalar(name, value, record["env_steps"])
+            for name, value in scalars(record).items():
+                self._writer.add_scalar(name, value, record["env_steps"])
+        if self._wandb is not None:
+            self._wandb.write(record)
         if "eval/return_deterministic" in record:
             self._latest_return = record["eval/return_deterministic"]
 
@@ -188,3 +257,5 @@ class RunLogger:
             self._bar.close()
         if self._writer is not None:
             self._writer.close()
+        if self._wandb is not None:
+            self._wandb.close()
