@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -330,8 +331,10 @@ def export(
     mode: str = "ode",
     opset: int = DEFAULT_OPSET,
     loop: str = "unrolled",
+    progress: Callable[[str], None] | None = None,
 ) -> VerificationReport:
-    """Trace, verify and (only if verification passes) write the ONNX policy to `out`.
+    """Trace, verify and (only if verification passes) write the ONNX policy to `out`. `progress` is told,
+    in a line, what each slow step (tracing, verifying) is about to do.
 
     Raises:
         ValueError: a weight or statistic is NaN or inf (a diverged policy is never exported).
@@ -339,14 +342,23 @@ def export(
     """
     out = Path(out)
     policy_tensors(policy)  # raises ValueError naming the first non-finite tensor
+    say = progress or (lambda line: None)
+    say(f"tracing the {policy_kind(policy)} policy with jax2onnx (mode {mode}, loop {loop}) ...")
     model = trace(policy, mode, opset, loop)
+    sizes = ", ".join(map(str, BATCH_SIZES))
+    say(f"checking parity with JAX at batch sizes {sizes} on random and real observations ...")
     report = verify(model, policy, mode)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out, model.SerializeToString())
     return report
 
 
-def export_policy_folder(folder: str | os.PathLike, mode: str = "ode", opset: int = DEFAULT_OPSET) -> Path:
+def export_policy_folder(
+    folder: str | os.PathLike,
+    mode: str = "ode",
+    opset: int = DEFAULT_OPSET,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
     """Export the policy saved in `folder` to `<folder>/policy.onnx` (the trainers' and publisher's step).
 
     Returns:
@@ -354,7 +366,7 @@ def export_policy_folder(folder: str | os.PathLike, mode: str = "ode", opset: in
     """
     folder = Path(folder)
     out = folder / ONNX_NAME
-    export(load_policy(folder), out, mode, opset)
+    export(load_policy(folder), out, mode, opset, progress=progress)
     return out
 
 
@@ -389,11 +401,15 @@ def check_opset(parser: argparse.ArgumentParser, opset: int) -> None:
         )
 
 
+def _progress(line: str) -> None:
+    print(line, flush=True)  # stdout: stderr is kept for the one error line
+
+
 def _export_command(args: argparse.Namespace) -> None:
     check_output_file(args.out, "--out")
     policy = load_policy_argument(args.policy)
     try:
-        report = export(policy, args.out, args.mode, args.opset, args.loop)
+        report = export(policy, args.out, args.mode, args.opset, args.loop, progress=_progress)
     except ExportVerificationError as err:
         if err.report is not None:
             print(err.report.table())

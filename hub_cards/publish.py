@@ -24,6 +24,7 @@ anything is written; a failed push leaves the folder intact, says why and exits 
 """
 
 import argparse
+import functools
 import os
 import shutil
 import sys
@@ -140,7 +141,7 @@ def _add_onnx_model(policy_dir: Path, staging: Path, log) -> None:
     from export.onnx import ExportVerificationError, export_policy_folder
 
     try:
-        export_policy_folder(staging)
+        export_policy_folder(staging, progress=lambda line: log(f"{ONNX}: {line}"))
         log(f"{ONNX}: exported and verified against JAX")
     except ExportVerificationError as err:
         log(f"{ONNX}: skipped, the export did not match JAX: {err}")
@@ -159,6 +160,7 @@ def _load_policy(folder: Path):
 
 
 def _add_replay(policy, staging: Path, env_id: str, max_steps: int, log) -> int | None:
+    log(f"{VIDEO}: recording one deterministic episode of at most {max_steps} steps ...")
     try:
         steps = record_replay(policy, env_id, staging / VIDEO, max_steps=max_steps)
     except ReplayUnavailable as err:
@@ -259,7 +261,7 @@ def _publish_command(args: argparse.Namespace) -> None:
     code_url = args.code_url or default_code_url()  # before the slow steps: it may be missing
     assemble(args.run_dir, out, args.repo_id, license=args.license, onnx=not args.no_onnx,
              video=not args.no_video, video_steps=args.video_steps, overwrite=args.overwrite,
-             code_url=code_url)  # fmt: skip
+             code_url=code_url, log=functools.partial(print, flush=True))  # fmt: skip
     print(f"wrote {out}: {', '.join(sorted(p.name for p in out.iterdir() if p.name in PUBLISHED))}")
     if args.dry_run:
         print("dry run: nothing pushed")
@@ -268,6 +270,9 @@ def _publish_command(args: argparse.Namespace) -> None:
     message = (
         f"Upload {args.repo_id.split('/')[1]}: mean_reward {results['mean']:.2f} +/- {results['std']:.2f}"
     )
+    files = [p for p in out.iterdir() if p.name in PUBLISHED]
+    megabytes = sum(p.stat().st_size for p in files) / 1e6
+    print(f"uploading {len(files)} files ({megabytes:.1f} MB) to {args.repo_id} in one commit ...")
     try:
         url = push(out, args.repo_id, private=args.private, commit_message=message)
     except Exception as err:  # network, auth, permissions, server errors: all leave `out` as written
