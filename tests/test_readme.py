@@ -1,33 +1,86 @@
-"""README code blocks marked `<!-- example:NAME -->` run as written, in a fresh process and folder."""
+"""README code blocks marked `<!-- example:NAME -->` run as written, in a fresh process and folder: the
+custom-env example, the Quickstart, "Using a policy" and the ONNX section. In bash blocks, `pip install`
+lines are skipped (the test environment has every extra) and each `python -m` line is run."""
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_bad_inputs_publish import make_run_folder
 
 ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART_RUN = Path("runs/InvertedPendulum-v5/gsb_mdpo/seed_0")
+"""Where the Quickstart's command leaves its run, and where the later sections load it from."""
 
 
-def readme_example(name: str) -> str:
+def readme_example(name: str, language: str = "python") -> str:
     match = re.search(
-        rf"<!-- example:{name} -->\n```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S
+        rf"<!-- example:{name} -->\n```{language}\n(.*?)```", (ROOT / "README.md").read_text(), re.S
     )
-    assert match, f"README.md has no example {name!r}"
+    assert match, f"README.md has no {language} example {name!r}"
     return match.group(1)
+
+
+def commands(block: str) -> list[list[str]]:
+    """The `python -m` command lines of a bash block, as argv for this interpreter."""
+    lines = [line for line in block.splitlines() if line.strip() and not line.startswith("pip install")]
+    assert all(line.startswith("python -m ") for line in lines), lines
+    return [[sys.executable, *shlex.split(line)[1:]] for line in lines]
+
+
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`argv` in a fresh process in `cwd`, this checkout importable as a clone's working tree is."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def run_python(block: str, cwd: Path) -> subprocess.CompletedProcess:
+    script = cwd / "example.py"
+    script.write_text(block)
+    return run([sys.executable, str(script)], cwd)
 
 
 @pytest.mark.slow
 def test_custom_env_example_runs_as_written(tmp_path):
-    script = tmp_path / "example.py"
-    script.write_text(readme_example("custom-env"))
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, env=env
-    )
+    done = run_python(readme_example("custom-env"), tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
         "over 8 episodes" in done.stdout
         and (tmp_path / "runs" / "reach" / "policy" / "config.json").is_file()
     )
+
+
+@pytest.mark.slow
+def test_quickstart_trains_then_names_the_next_commands_and_refuses_to_rerun(tmp_path):
+    (train,) = commands(readme_example("quickstart", "bash"))
+    # The README's run is 150,000 env steps (minutes on two cores); two iterations show the same ending.
+    smaller = ["--total-steps", "2048", "--log.no-progress"]
+    done = run([*train, *smaller], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    policy = QUICKSTART_RUN / "policy"
+    assert "final evaluation on InvertedPendulum-v5: return" in done.stdout
+    assert "over 10 deterministic episodes" in done.stdout and f"policy saved to {policy}" in done.stdout
+    assert (tmp_path / policy / "model.safetensors").is_file()
+    again = run([*train, *smaller], tmp_path)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1
+    assert "already holds a finished run" in again.stderr
+
+
+@pytest.mark.slow
+def test_using_a_policy_and_the_onnx_section_run_as_written(tmp_path, tiny_spec):
+    # What the Quickstart leaves behind, with an untrained policy: these sections only load and run it.
+    (tmp_path / QUICKSTART_RUN).parent.mkdir(parents=True)
+    make_run_folder(tmp_path / QUICKSTART_RUN, tiny_spec)
+    used = run_python(readme_example("use-policy"), tmp_path)
+    assert used.returncode == 0, used.stderr[-3000:]
+    assert "'n_episodes': 10" in used.stdout and "'deterministic': True" in used.stdout
+    (export,) = commands(readme_example("onnx-export", "bash"))
+    exported = run(export, tmp_path)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert "checking parity with JAX" in exported.stdout and (tmp_path / "policy.onnx").is_file()
+    ran = run_python(readme_example("onnx-run"), tmp_path)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert re.fullmatch(r"return -?\d+\.\d\n", ran.stdout)
