@@ -26,7 +26,8 @@ def test_toy_tilt_prints_each_phase_and_iteration(capsys):
                    "--updates-per-iteration", "2", "--paths-per-iteration", "256", "--minibatch", "128",
                    "--eval-samples", "1000", "--out", "None", "--cache-dir", "None"])  # fmt: skip
     out = capsys.readouterr().out
-    assert_in_order(out, "s] pretraining the old policy: step 20/20", "s] iteration 1/2: masses",
+    assert_in_order(out, "s] pretraining the old policy: step 20/20",
+                    "s] mirror descent: 2 iterations of 2 updates on 256 paths each ...", "s] iteration 1/2: masses",
                     "s] iteration 2/2: masses", "s] evaluated on 1000 samples", "quadrant-mass L1 error")  # fmt: skip
 
 

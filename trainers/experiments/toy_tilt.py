@@ -354,6 +354,9 @@ def run(args: Args, clock: Clock | None = None) -> dict:
     target = old_masses * tilt / np.sum(old_masses * tilt)
     floor_key, update_key = jax.random.split(update_key)
     reachable = prior_limited_masses(old, tilt, floor_key)
+    if clock is not None:  # the first iteration also compiles the update: the longest silence otherwise
+        print(f"{clock()} mirror descent: {args.iterations} iterations of {args.updates_per_iteration} updates "
+              f"on {args.paths_per_iteration} paths each ...", flush=True)  # fmt: skip
     new, history = gsb_mdpo_updates(old, args, update_key, clock)
     new_x = sample_terminal(new, new_key, args.eval_samples)
     learned = masses(new_x)
