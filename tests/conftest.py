@@ -1,13 +1,24 @@
-"""Shared fixtures. JAX raises on implicit rank promotion everywhere, and modules marked
+"""Shared fixtures and the session's compilation cache. JAX raises on implicit rank promotion everywhere, and modules marked
 `strict_promotion` (the policy maths) also run with strict dtype promotion, so silent broadcasting and
 dtype bugs in likelihood code fail loudly (the Equinox/diffrax habit). Optax itself does not run under
 strict dtype promotion, so training tests keep the standard rules."""
+
+import os
+import tempfile
 
 import jax
 import numpy as np
 import pytest
 
+from trainers._core import compile_cache
+
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# One persistent compilation cache for the whole test session, this process and every subprocess it starts
+# (they inherit the variable): a function compiled by one test or CLI subprocess is loaded by the next.
+# Set before anything compiles (JAX decides at a process's first compile). `.ci/run` sets the folder itself.
+os.environ.setdefault(compile_cache.ENV_VAR, tempfile.mkdtemp(prefix="gsbpolicy-test-compile-cache-"))
+compile_cache.enable("auto")
 
 from gsbpolicy import PolicySpec, make_policy  # noqa: E402
 

@@ -116,6 +116,37 @@ ROWS = [
         "indivisible minibatches", ["--rollout.num-minibatches", "3"], 2, r"not divisible by num_minibatches"
     ),
     Row("unknown Playground task", ["--env", "NoSuchTask"], 2, r"unknown env 'NoSuchTask'"),
+    Row(
+        "seed group on a Gymnasium env",
+        ["--seeds", "0", "1"],
+        2,
+        r"--seeds must be used with a Playground env",
+    ),
+    Row(
+        "seed group repeats a seed",
+        ["--env", "CartpoleBalance", "--seeds", "1", "1"],
+        2,
+        r"--seeds must be distinct",
+    ),
+    Row(
+        "seed group with a negative seed",
+        ["--env", "CartpoleBalance", "--seeds", "0", "-2"],
+        2,
+        r"--seeds must be in",
+    ),
+    Row(
+        "seed group for SB3 PPO",
+        ["--env", "CartpoleBalance", "--seeds", "0", "1"],
+        2,
+        r"SB3 PPO trains one seed",
+        "ppo",
+    ),
+    Row(
+        "compile cache is a file",
+        ["--compile-cache", "README.md"],
+        2,
+        r"--compile-cache .* cannot be used as a folder",
+    ),
     Row("unknown Gymnasium id", ["--env", "NoSuch-v9"], 2, r"unknown Gymnasium env id 'NoSuch-v9'"),
     Row("unknown preset", ["--preset", "huge"], 2, r"invalid choice: 'huge'"),
     Row("nan in a DPPO clamp", ["--algo.log-prob-clamp", "-5", "nan"], 2, r"--algo\.log-prob-clamp", "dppo"),

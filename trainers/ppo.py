@@ -27,7 +27,7 @@ import torch  # noqa: E402
 
 from gsbpolicy import GaussianActor, GSBPolicy, save_policy  # noqa: E402
 
-from ._core import api  # noqa: E402
+from ._core import api, compile_cache  # noqa: E402
 from ._core.cli import train_main  # noqa: E402
 from ._core.config import CriticArgs, OptimArgs, TrainArgs  # noqa: E402
 from ._core.envs import make_evaluator  # noqa: E402
@@ -82,6 +82,8 @@ class Args(TrainArgs):
                 self.rollout.recompute_gae,
             "cosine learning-rate decay is not supported by this trainer":
                 self.optim.actor_cosine_decay or self.optim.critic_cosine_decay,
+            "SB3 PPO trains one seed per process: --seeds is not supported (run the seeds as separate processes)":
+                bool(self.seeds),
         }  # fmt: skip
         for message, failed in problems.items():
             if failed:
@@ -94,6 +96,7 @@ class Sb3Trainer(Learner):
 
     def __init__(self, args: Args):
         args.validate()
+        compile_cache.enable(args.compile_cache)  # the Playground envs' jitted steps
         self.args = args
         self.lifecycle = RunLifecycle("ppo", args)
         self.run_dir = self.lifecycle.run_dir

@@ -90,12 +90,14 @@ def train(presets: dict, make_trainer, env, preset: str, overrides: dict[str, An
     env_id = resolve_env(env)
     args = with_overrides(presets[preset](env_id), {"env": env_id, **overrides})
     args.validate()
-    policy_dir = make_trainer(args).run()
-    return GSBPolicy.from_pretrained(policy_dir)
+    result = make_trainer(args).run()
+    if isinstance(result, list):  # several `seeds`: one policy per seed
+        return [GSBPolicy.from_pretrained(policy_dir) for policy_dir in result]
+    return GSBPolicy.from_pretrained(result)
 
 
 def loop_train(presets: dict, make_algorithm, env, preset: str, overrides: dict[str, Any]):
     """`train` for an algorithm of the shared loop: `make_algorithm(args.algo)` is its algorithm."""
-    from .loop import Trainer
+    from .cli import loop_trainer
 
-    return train(presets, lambda args: Trainer(make_algorithm(args.algo), args), env, preset, overrides)
+    return train(presets, lambda args: loop_trainer(make_algorithm(args.algo), args), env, preset, overrides)

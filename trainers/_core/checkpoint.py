@@ -79,21 +79,47 @@ def save_checkpoint(directory: Path, trees: dict[str, Any], meta: dict) -> None:
 
     Every process calls it (gathering is collective); only process 0 writes.
     """
+    write_checkpoint(directory, trees, meta)
+    if is_main_process():
+        commit_checkpoint(directory)
+
+
+def _pending(directory: Path) -> Path:
+    return directory.with_name(directory.name + ".tmp")
+
+
+def write_checkpoint(directory: Path, trees: dict[str, Any], meta: dict) -> None:
+    """Write the checkpoint next to `directory` (as `<name>.tmp`) without touching the current one; the
+    record is written last, so a pending checkpoint with a record is complete. A collective, as above."""
     tensors = {name: tree_to_tensors(tree) for name, tree in trees.items()}
     if not is_main_process():
         return
-    directory = Path(directory)
-    tmp, old = directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")
+    tmp = _pending(Path(directory))
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for name, arrays in tensors.items():
         safetensors.numpy.save_file(arrays, tmp / f"{name}.safetensors")
     (tmp / META).write_text(json.dumps(meta, indent=1))
+
+
+def commit_checkpoint(directory: Path) -> None:
+    """Make the complete pending checkpoint the current one with two renames (process 0 only)."""
+    directory = Path(directory)
+    old = directory.with_name(directory.name + ".old")
     if directory.exists():
         shutil.rmtree(old, ignore_errors=True)
         directory.rename(old)
-    tmp.rename(directory)
+    _pending(directory).rename(directory)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def pending_iteration(directory: Path) -> int | None:
+    """The iteration of the complete pending (written, not committed) checkpoint next to `directory`."""
+    meta = _pending(Path(directory)) / META
+    try:
+        return int(json.loads(meta.read_text())["iteration"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def find_checkpoint(directory: Path) -> Path | None:

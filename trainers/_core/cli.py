@@ -125,11 +125,12 @@ def train_main(
     except MissingExtraError as err:
         fail(str(err), FAILURE)
     try:
-        policy_dir = trainer.run()
+        result = trainer.run()
     except (NonFiniteError, CheckpointError) as err:
         fail(str(err), FAILURE)
-    print(closing_lines(policy_dir, load_hint))
-    return policy_dir
+    for policy_dir in result if isinstance(result, list) else [result]:  # a seed group: one folder per seed
+        print(closing_lines(policy_dir, load_hint))
+    return result
 
 
 def closing_lines(policy_dir: Path, load_hint: str) -> str:
@@ -140,7 +141,7 @@ def closing_lines(policy_dir: Path, load_hint: str) -> str:
         f"{results['n_episodes']} deterministic episodes",
         f"policy saved to {policy_dir}",
         f"  load it:    {load_hint.format(policy_dir)}",
-        f"  export it:  python -m export.onnx {policy_dir}",
+        f"  export it:  python -m export.onnx {policy_dir} --out {policy_dir / 'policy.onnx'}",
         f"  publish it: python -m hub_cards.publish {policy_dir.parent} --repo-id ORG/NAME --dry-run",
     ])  # fmt: skip
 
@@ -151,9 +152,19 @@ FLOW_POLICY_HINT = 'from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("
 def run_cli(args_type: type, presets: dict[str, Preset], make_algorithm, description: str, argv=None,
             load_hint: str = FLOW_POLICY_HINT) -> Path:  # fmt: skip
     """`train_main` for a trainer of the shared loop: `make_algorithm(args.algo)` is its algorithm."""
-    from .loop import Trainer
 
     def make_trainer(args):
-        return Trainer(make_algorithm(args.algo), args)
+        return loop_trainer(make_algorithm(args.algo), args)
 
     return train_main(args_type, presets, make_trainer, description, argv, load_hint)
+
+
+def loop_trainer(algorithm, args):
+    """The shared loop's trainer for `args`: a `SeedGroup` when `--seeds` names several seeds, else a `Trainer`
+    (of `args.seed`, or of the one seed `--seeds` names, in the folder a group would give it)."""
+    from .loop import Trainer
+    from .seed_group import SeedGroup, seed_args
+
+    if len(args.seeds) > 1:
+        return SeedGroup(algorithm, args)
+    return Trainer(algorithm, seed_args(args, args.seeds[0]) if args.seeds else args)

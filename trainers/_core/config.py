@@ -227,6 +227,10 @@ class TrainArgs:
     ("CartpoleSwingup")."""
     seed: int = 0
     """Random seed (network init, sampling noise, env resets)."""
+    seeds: tuple[int, ...] = ()
+    """Train these seeds side by side in one process instead of `--seed` (Playground envs, one device): the
+    whole iteration is vmapped over seeds, compiled once, and each seed gets the ordinary run folder of a
+    single-seed run (runs/<env>/<algo>/seed_<s>, or <output-dir>/seed_<s>)."""
     total_steps: int = 200_000
     """Env steps to train for (rounded up to whole iterations)."""
     output_dir: Path | None = None
@@ -240,6 +244,10 @@ class TrainArgs:
     from Slurm, Open MPI or JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID). Launches by
     `srun`/`mpirun` with several tasks, or with JAX_COORDINATOR_ADDRESS set, are detected without it.
     Playground envs only; the batch is split over all devices of all processes, process 0 writes the files."""
+    compile_cache: str = "auto"
+    """JAX's persistent compilation cache: "auto" ($GSBPOLICY_COMPILE_CACHE, else $JAX_COMPILATION_CACHE_DIR,
+    else ~/.cache/gsbpolicy/jax), "off", or a folder. A restart, the next seed or the next run of the same
+    configuration then loads its compiled functions instead of compiling them again."""
     matmul_precision: Literal["default", "high", "highest"] = "highest"
     """`jax_default_matmul_precision` for the whole run. "highest" is full float32: "default" lets GPUs use
     TF32/bf16 passes, which is known to change MJX physics and Playground results (mujoco_playground
@@ -259,6 +267,15 @@ class TrainArgs:
         """Raise ValueError naming the first bad field (as its CLI flag), before any work starts."""
         check_finite(self)
         require(0 <= self.seed < 2**32, "seed", "in [0, 2**32)", self.seed)
+        if self.seeds:
+            for seed in self.seeds:
+                require(0 <= seed < 2**32, "seeds", "in [0, 2**32)", seed)
+            require(len(set(self.seeds)) == len(self.seeds), "seeds", "distinct", self.seeds)
+            require(env_kind(self.env) == "playground", "seeds",
+                    "used with a Playground env (a Gymnasium env steps on the host one seed after another, so "
+                    "grouping would save only the compile: run the seeds as separate processes)", self.seeds)  # fmt: skip
+            require(not self.distributed, "seeds", "used without --distributed (a seed group runs on one device)",
+                    self.seeds)  # fmt: skip
         require(self.total_steps >= 1, "total_steps", ">= 1", self.total_steps)
         for group in (self.rollout, self.optim, self.policy, self.critic, self.eval, self.log):
             group.validate()

@@ -11,7 +11,7 @@ import contextlib
 import functools
 from pathlib import Path
 
-from .checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import commit_checkpoint, find_checkpoint, load_checkpoint, write_checkpoint
 from .config import TrainArgs, output_path
 from .evaluation import eval_record, eval_seed, write_results
 from .rundir import open_run_folder
@@ -110,14 +110,7 @@ class RunLifecycle:
         """Resume if asked, train to the end and write the policy folder; the lock is released however it
         ends. `mesh` (recorded in run.json) is the devices the batch is split over."""
         try:
-            resumed = self.args.resume and self.restore(learner)
-            if self.writer:
-                write_run_json(self.run_dir, self.algo, self.args, mesh)
-            log = self.args.log
-            self.logger = RunLogger(self.run_dir, self.args.num_iterations * self.args.rollout.steps_per_iteration,
-                                    log.tensorboard, log.progress, enabled=self.writer)  # fmt: skip
-            if resumed:
-                self.logger.truncate(self.num_records)
+            self.begin(learner, mesh)
             try:
                 learner.train()
             finally:
@@ -125,6 +118,18 @@ class RunLifecycle:
             return self.finish(learner)
         finally:
             self.release()
+
+    def begin(self, learner: Learner, mesh=None, group: tuple[int, ...] | None = None) -> None:
+        """Load the checkpoint into `learner` if resuming, write run.json and open the metrics log.
+        `group`: the seeds trained together in this process, if any (recorded in run.json)."""
+        resumed = self.args.resume and self.restore(learner)
+        if self.writer:
+            write_run_json(self.run_dir, self.algo, self.args, mesh, group)
+        log = self.args.log
+        self.logger = RunLogger(self.run_dir, self.args.num_iterations * self.args.rollout.steps_per_iteration,
+                                log.tensorboard, log.progress, enabled=self.writer)  # fmt: skip
+        if resumed:
+            self.logger.truncate(self.num_records)
 
     def restore(self, learner: Learner) -> bool:
         """Load the latest checkpoint into `learner` if there is one; returns whether one was loaded."""
@@ -139,10 +144,22 @@ class RunLifecycle:
 
     def save_checkpoint(self, learner: Learner) -> None:
         """Write the checkpoint (a collective: every process calls it; process 0 writes)."""
+        self.write_checkpoint(learner)
+        self.commit_checkpoint()
+
+    def write_checkpoint(self, learner: Learner) -> None:
+        """The first half of `save_checkpoint`: the new checkpoint written beside the current one, which stays
+        the one a resume loads until `commit_checkpoint` (a seed group writes all its seeds' new checkpoints
+        before it commits any; see `trainers._core.seed_group`)."""
         meta = {"iteration": learner.iteration, "env_steps": learner.env_steps, **learner.checkpoint_fields(),
                 "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
-        save_checkpoint(self.run_dir / "checkpoint", learner.checkpoint_trees(), meta)
+        write_checkpoint(self.run_dir / "checkpoint", learner.checkpoint_trees(), meta)
         self.checkpointed = meta["iteration"]
+
+    def commit_checkpoint(self) -> None:
+        """The second half of `save_checkpoint`: the checkpoint `write_checkpoint` wrote becomes the current one."""
+        if self.writer:
+            commit_checkpoint(self.run_dir / "checkpoint")
 
     def non_finite(self, quantity: str, iteration: int) -> NonFiniteError:
         """The error that stops a run whose `iteration` made `quantity` non-finite, before anything of that
@@ -155,6 +172,13 @@ class RunLifecycle:
     def iteration_done(self, learner: Learner, metrics: dict, episodes: dict, seconds: float) -> None:
         """Log an iteration that took `seconds` of training (`metrics`: its losses and diagnostics;
         `episodes`: the training episodes it finished), then evaluate and checkpoint when due."""
+        self.record_iteration(learner, metrics, episodes, seconds)
+        if self.checkpoint_due(learner.iteration):
+            self.save_checkpoint(learner)
+        self.logger.progress(learner.env_steps, self.args.rollout.steps_per_iteration / seconds)
+
+    def record_iteration(self, learner: Learner, metrics: dict, episodes: dict, seconds: float) -> None:
+        """The logging half of `iteration_done`: the train record, then the evaluation when due."""
         self.elapsed += seconds
         iteration, env_steps = learner.iteration, learner.env_steps
         sps = self.args.rollout.steps_per_iteration / seconds
@@ -163,9 +187,9 @@ class RunLifecycle:
         self._write(record)
         if iteration in self.due_evals:
             self._write(eval_record(iteration, env_steps, functools.partial(self.evaluate, learner)))
-        if iteration % self.args.log.checkpoint_every == 0 or iteration == self.args.num_iterations:
-            self.save_checkpoint(learner)
-        self.logger.progress(env_steps, sps)
+
+    def checkpoint_due(self, iteration: int) -> bool:
+        return iteration % self.args.log.checkpoint_every == 0 or iteration == self.args.num_iterations
 
     def _write(self, record: dict) -> None:
         self.logger.write(record)

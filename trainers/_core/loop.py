@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import distributed
+from . import compile_cache, distributed
 from .algorithm import AbstractAlgorithm
 from .config import TrainArgs
 from .envs import make_backend
@@ -29,17 +29,46 @@ from .stats import EpisodeStats
 from .update import TrainState, make_update, pop_finite_flags
 
 
+def prepare_process(args: TrainArgs) -> None:
+    """What must happen before a run builds anything: check the config, join a multi-process run (before
+    anything starts the XLA backend), point JAX at the compilation cache (before the first compile) and set
+    the matmul precision process-wide."""
+    args.validate()
+    distributed.initialize(args.distributed)
+    compile_cache.enable(args.compile_cache)
+    jax.config.update("jax_default_matmul_precision", args.matmul_precision)
+
+
+def policy_spec(args: TrainArgs, env):
+    return args.policy.spec(env.obs_dim, env.act_dim, env.action_low, env.action_high, args.env)
+
+
+def make_optimizers(args: TrainArgs) -> Optimizers:
+    rollout = args.rollout
+    return Optimizers.make(args.optim, args.num_iterations * rollout.epochs * rollout.num_minibatches)
+
+
+def initial_state(algorithm: AbstractAlgorithm, args: TrainArgs, spec, optimizers: Optimizers):
+    """The training state a run of `args.seed` starts from, and the key its envs are reset with."""
+    init_key, env_key, train_key = jax.random.split(jax.random.key(args.seed), 3)
+    actor_key, critic_key = jax.random.split(init_key)
+    model = ActorCritic(
+        algorithm.make_actor(spec, args, key=actor_key), ValueMLP(spec.obs_dim, args.critic, key=critic_key)
+    )
+    opt_state = optimizers.init(eqx.filter(model, trainable_mask(model)))
+    zero = jnp.zeros((), jnp.int32)
+    return TrainState(model, opt_state, train_key, zero, zero), env_key
+
+
 class Trainer(Learner):
     """Holds the env backend, the jitted functions and the state of one run.
 
     `devices` (Playground only) restricts the mesh to these devices; default: all devices of all processes.
-    The constructor sets `jax_default_matmul_precision` process-wide to `args.matmul_precision`.
+    The constructor sets process-wide JAX options first (`prepare_process`).
     """
 
     def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs, devices=None):
-        args.validate()
-        distributed.initialize(args.distributed)  # first: before anything starts the XLA backend
-        jax.config.update("jax_default_matmul_precision", args.matmul_precision)
+        prepare_process(args)
         self.algorithm, self.args = algorithm, args
         self.lifecycle = RunLifecycle(algorithm.name, args, writer=distributed.is_main_process())
         self.run_dir = self.lifecycle.run_dir
@@ -49,20 +78,10 @@ class Trainer(Learner):
     def _build(self, devices) -> None:
         algorithm, args = self.algorithm, self.args
         self.backend = make_backend(algorithm, args, devices)
-        env = self.backend.env
-        self.spec = args.policy.spec(env.obs_dim, env.act_dim, env.action_low, env.action_high, args.env)
-        init_key, env_key, train_key = jax.random.split(jax.random.key(args.seed), 3)
-        actor_key, critic_key = jax.random.split(init_key)
-        model = ActorCritic(
-            algorithm.make_actor(self.spec, args, key=actor_key),
-            ValueMLP(env.obs_dim, args.critic, key=critic_key),
-        )
-        rollout = args.rollout
-        num_updates = args.num_iterations * rollout.epochs * rollout.num_minibatches
-        self.optimizers = Optimizers.make(args.optim, num_updates)
-        opt_state = self.optimizers.init(eqx.filter(model, trainable_mask(model)))
-        state = TrainState(model, opt_state, train_key, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-        self.stats = EpisodeStats(rollout.num_envs)
+        self.spec = policy_spec(args, self.backend.env)
+        self.optimizers = make_optimizers(args)
+        state, env_key = initial_state(algorithm, args, self.spec, self.optimizers)
+        self.stats = EpisodeStats(args.rollout.num_envs)
         update = make_update(algorithm, args, self.optimizers, self.backend.mesh)
         self.state = self.backend.start(state, update, env_key)
 

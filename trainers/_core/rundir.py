@@ -22,6 +22,8 @@ RESULT_NEUTRAL = (
     "resume",
     "preset",
     "distributed",
+    "seeds",
+    "compile_cache",
     "log.",
     "eval.num_evals",
     "eval.interval_steps",

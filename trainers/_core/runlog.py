@@ -108,15 +108,20 @@ def config_changes(old: dict, new: dict) -> dict[str, tuple]:
             if old.get(name) != new.get(name)}  # fmt: skip
 
 
-def write_run_json(run_dir: Path, algo: str, args, mesh=None) -> dict:
+def write_run_json(run_dir: Path, algo: str, args, mesh=None, group: tuple[int, ...] | None = None) -> dict:
     """Write run.json for a fresh run. A resumed run keeps the original record and appends to its
     `resumes` list when, at which commit, with which packages and device, and which (result-neutral)
-    fields it changed, so the file always describes the experiment as it was started."""
+    fields it changed, so the file always describes the experiment as it was started. `group`: the seeds
+    this process trains together (`--seeds`), recorded as `seed_group` (its timings are shared)."""
     path = run_dir / RUN_JSON
     now = {
         "git": git_commit(),
         "packages": package_versions(),
         "device": device_info(mesh),
+        **({"seed_group": list(group)} if group else {}),
+        "compile_cache": jax.config.jax_compilation_cache_dir
+        if jax.config.jax_enable_compilation_cache
+        else None,
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     if args.resume and path.is_file():

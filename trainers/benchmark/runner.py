@@ -66,6 +66,11 @@ class BenchArgs:
     machine give each run two or three cores (Gym runs step their envs on the CPU: one core each slows them several times)."""
     sample_interval: float = 0.25
     """Seconds between memory samples of a run. Each GPU sample calls nvidia-smi, so raise it with --jobs."""
+    group_seeds: bool = False
+    """Train the seeds of each Playground task x method in one process (the trainers' `--seeds`: the iteration
+    vmapped over seeds, compiled once). Each seed still gets its own run folder and ledger line; the group's
+    wall-clock is shared equally among its seeds (`cost.group_wall_s` keeps the whole). Gymnasium tasks and
+    SB3 PPO run one seed per process as before."""
 
 
 # ---------------------------------------------------------------------------------------------- ledger
@@ -141,6 +146,37 @@ def command(suite: Suite, task: str, variant: Variant, seed: int, directory: Pat
         *(suite.args if variant.shared_geometry else ()), *suite.eval_args, *variant.args,
         *(["--resume"] if resume else []),
     ]  # fmt: skip
+
+
+def group_command(suite: Suite, task: str, variant: Variant, seeds: list[int], directory: Path,
+                  resume: bool) -> list[str]:  # fmt: skip
+    """One process for several seeds: the trainer writes <directory>/seed_<s> for each (`--seeds`)."""
+    cmd = command(suite, task, variant, seeds[0], directory, resume)
+    at = cmd.index("--seed")
+    return [*cmd[:at], "--seeds", *map(str, seeds), *cmd[at + 2 :]]
+
+
+def groupable(task: str, variant: Variant) -> bool:
+    """Seeds share a process only where the trainer vmaps them: Playground tasks, the shared JAX loop."""
+    from gsbpolicy import env_kind
+
+    return env_kind(task) == "playground" and variant.method != "ppo"
+
+
+def group_runs(suite: Suite, commands: list[tuple]) -> list[tuple]:
+    """`_commands`' runs as jobs (task, variant, seeds, run folders, command or None), those of one task x
+    variant x state (fresh, or resumed) merged into one `--seeds` process where `groupable`."""
+    jobs, groups = [], {}
+    for task, variant, seed, directory, cmd in commands:
+        if cmd is None or not groupable(task, variant):
+            jobs.append((task, variant, [seed], [directory], cmd))
+        else:
+            groups.setdefault((task, variant.name, "--resume" in cmd), []).append((variant, seed, directory))
+    for (task, _, resume), runs in groups.items():
+        variant, seeds, folders = runs[0][0], [r[1] for r in runs], [r[2] for r in runs]
+        cmd = group_command(suite, task, variant, seeds, folders[0].parent, resume)
+        jobs.append((task, variant, seeds, folders, cmd))
+    return jobs
 
 
 class MemorySampler:
@@ -297,7 +333,7 @@ def collect_record(
         "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
         "curve": curve,
         "step_clip_frac": {"env_steps": [c[0] for c in clip], "value": [c[1] for c in clip]} if clip else None,
-        "cost": cost, "concurrent_runs": jobs,
+        "cost": cost, "concurrent_runs": jobs, "seed_group": run.get("seed_group"),
         "git": run["git"], "packages": run["packages"], "device": run["device"],
         "hardware": hardware(),
         "finished": results["date"],
@@ -383,29 +419,31 @@ def _commands(args: BenchArgs, suite: Suite, todo: list, ledger: Path, results_d
 
 
 def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path, results_dir: Path) -> list:
-    """Run the commands `jobs` at a time in plan order; returns the failed (task, variant, seed).
+    """Run the jobs `jobs` at a time in plan order; returns the failed (task, variant, seed).
 
     Only this thread writes the ledger and the summaries, in the order runs finish, so concurrent runs never
     race on a file."""
+    jobs = group_runs(suite, commands) if args.group_seeds else [
+        (task, variant, [seed], [directory], cmd) for task, variant, seed, directory, cmd in commands
+    ]  # fmt: skip
     failures = []
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        futures = {
-            pool.submit(_train, cmd, directory, args.sample_interval): (task, variant, seed, directory)
-            for task, variant, seed, directory, cmd in commands
-        }
+        futures = {pool.submit(_train, cmd, folders, args.sample_interval): (task, variant, seeds, folders)
+                   for task, variant, seeds, folders, cmd in jobs}  # fmt: skip
         for future in concurrent.futures.as_completed(futures):
-            task, variant, seed, directory = futures[future]
+            task, variant, seeds, folders = futures[future]
             try:
                 future.result()
             except RuntimeError as err:
                 print(f"FAILED {err}", file=sys.stderr, flush=True)
-                failures.append((task, variant.name, seed))
+                failures.extend((task, variant.name, seed) for seed in seeds)
                 continue
-            record = collect_record(suite, task, variant, seed, directory, args.jobs)
-            append_ledger(ledger, record)
-            print(f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}, "
-                  f"{record['cost']['wall_s']:.0f} s", flush=True)  # fmt: skip
+            for seed, directory in zip(seeds, folders, strict=True):
+                record = collect_record(suite, task, variant, seed, directory, args.jobs)
+                append_ledger(ledger, record)
+                print(f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}, "
+                      f"{record['cost']['wall_s']:.0f} s", flush=True)  # fmt: skip
             _aggregate(suite.name, results_dir)
     finally:
         # Ctrl-C must not start the queued runs (the running ones get the same SIGINT).
@@ -433,10 +471,26 @@ def run_suite(args: BenchArgs) -> int:
     return 1 if failures else 0
 
 
-def _train(cmd: list[str] | None, directory: Path, sample_interval: float) -> None:
-    """Run one trainer to the end (nothing to do for a run that finished before its ledger line was written)."""
-    if cmd is not None:
-        _accumulate_cost(directory, execute(cmd, directory, sample_interval))
+def _train(cmd: list[str] | None, folders: list[Path], sample_interval: float) -> None:
+    """Run one trainer process to the end (nothing to do for a run that finished before its ledger line was
+    written). A seed group's process logs into its folders' parent, and each seed is charged an equal share
+    of its wall-clock (`group_wall_s` and `group_size` keep the whole)."""
+    if cmd is None:
+        return
+    if len(folders) == 1 and "--seeds" not in cmd:
+        _accumulate_cost(folders[0], execute(cmd, folders[0], sample_interval))
+        return
+    cost = execute(cmd, folders[0].parent, sample_interval)
+    # Simplification: an interrupted group attempt's time (its progress file in the parent) is not charged
+    # to the seeds; each seed's trainer clock (`trainer_wall_s`) still bounds its cost from below.
+    (folders[0].parent / ATTEMPT_FILE).unlink(missing_ok=True)
+    share = {**cost, "wall_s": cost["wall_s"] / len(folders)}
+    for directory in folders:
+        directory.mkdir(parents=True, exist_ok=True)
+        total = _accumulate_cost(directory, share)
+        total["group_wall_s"] = total.get("group_wall_s", 0.0) + cost["wall_s"]
+        total["group_size"] = len(folders)
+        atomic_write_text(directory / "bench_cost.json", json.dumps(total))
 
 
 def _aggregate(suite: str, results_dir: Path) -> None:

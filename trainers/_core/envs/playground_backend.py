@@ -133,7 +133,7 @@ class PlaygroundBackend(EnvBackend):
         reset = jax.jit(lambda key: distributed.constrain(env.reset(key), distributed.batch_sharding(mesh)))
         self.env_state, self.obs = reset(distributed.put(env_key, distributed.replicated(mesh)))
         self._iteration = eqx.filter_jit(self._make_iteration(update))
-        self._evaluate = PlaygroundEvaluator(self.algorithm, self.args, mesh)
+        self.evaluator = PlaygroundEvaluator(self.algorithm, self.args, mesh)
         return state
 
     def _make_iteration(self, update):
@@ -160,7 +160,7 @@ class PlaygroundBackend(EnvBackend):
         return state, metrics, episodes
 
     def evaluate(self, actor, seed: int, deterministic: bool, episodes: int | None = None):
-        return self._evaluate(actor, seed, deterministic, episodes)
+        return self.evaluator(actor, seed, deterministic, episodes)
 
     def place(self, state):
         return distributed.put(state, distributed.replicated(self.mesh))

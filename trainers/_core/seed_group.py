@@ -1,0 +1,235 @@
+"""Several seeds of one Playground experiment in one process (`--seeds 0 1 2`): PureJaxRL's vmap over seeds.
+
+The whole iteration (rollout scan + epochs x minibatches of updates) is `vmap`ped over a leading seed axis of
+the training state and the env state, so it is compiled once and runs as one program: on a GPU the seeds
+fill a device that one run of the paper geometry leaves mostly idle; on a CPU the gain is mostly one compile
+instead of several. Each seed keeps the ordinary run folder of a single-seed run (run.json, metrics.jsonl,
+checkpoints, `--resume`, the policy folder), written by its own `RunLifecycle`, so nothing downstream can
+tell the difference except `seed_group` in run.json and the shared timings.
+
+What each seed computes is its single-seed run: the same initial state, keys and env resets, and the
+iteration is the same function under `vmap`. Evaluations run per seed with the single-seed evaluator.
+`tests/test_seed_group.py` checks a grouped seed's metrics and weights against the same seed run alone.
+
+Checkpoints are written in two phases for the whole group (every seed's new checkpoint is written before
+any is made current), so a kill at any moment leaves the seeds at most one phase apart, and a resume rolls
+the lagging seeds forward to the pending checkpoint every seed has (`align_checkpoints`).
+"""
+
+import dataclasses
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import distributed
+from .algorithm import AbstractAlgorithm
+from .checkpoint import CheckpointError, commit_checkpoint, find_checkpoint, pending_iteration, read_meta
+from .config import TrainArgs
+from .envs.playground_backend import PlaygroundBackend, PlaygroundEvaluator
+from .lifecycle import Learner, RunLifecycle
+from .loop import initial_state, make_optimizers, policy_spec, prepare_process
+from .stats import EpisodeStats
+from .update import make_update, pop_finite_flags
+
+
+def stack(trees: list):
+    """Pytrees of one structure -> one pytree whose array leaves have a new leading axis."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs) if eqx.is_array(xs[0]) else xs[0], *trees)
+
+
+def unstack(tree, index: int):
+    """Entry `index` of a `stack`ed pytree."""
+    return jax.tree.map(lambda x: x[index] if eqx.is_array(x) else x, tree)
+
+
+def seed_args(args: TrainArgs, seed: int) -> TrainArgs:
+    """The config of one seed of a group: that of the single-seed run it stands for."""
+    output_dir = None if args.output_dir is None else args.output_dir / f"seed_{seed}"
+    return dataclasses.replace(args, seed=seed, seeds=(), output_dir=output_dir)
+
+
+def align_checkpoints(run_dirs: list[Path]) -> None:
+    """Before a group resumes: roll every seed whose current checkpoint is behind the group's newest one
+    forward to its pending checkpoint of that iteration (a kill between a group's two checkpoint phases
+    leaves exactly that). Seeds that cannot be aligned are a clear error."""
+    current = {}
+    for run_dir in run_dirs:
+        found = find_checkpoint(run_dir / "checkpoint")
+        current[run_dir] = None if found is None else read_meta(found)["iteration"]
+    newest = max((i for i in current.values() if i is not None), default=None)
+    for run_dir, iteration in current.items():
+        if iteration == newest:
+            continue
+        if pending_iteration(run_dir / "checkpoint") != newest:
+            found = ", ".join(f"{d.name}: {i}" for d, i in current.items())
+            raise CheckpointError(
+                f"the seeds' checkpoints are at different iterations ({found}) and cannot be aligned; resume "
+                "these seeds as separate runs (without --seeds)"
+            )
+        if find_checkpoint(run_dir / "checkpoint") != run_dir / "checkpoint":  # a kill between the renames
+            (run_dir / "checkpoint.old").rename(run_dir / "checkpoint")
+        commit_checkpoint(run_dir / "checkpoint")
+
+
+class GroupBackend(PlaygroundBackend):
+    """Playground envs of every seed on one device; the iteration and the reset vmapped over seeds."""
+
+    def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs):
+        super().__init__(algorithm, args, devices=jax.devices()[:1])
+
+    def start(self, state, update, env_key):
+        env, mesh = self.env, self.mesh
+        reset = jax.jit(jax.vmap(lambda key: distributed.constrain(env.reset(key),
+                                                                  distributed.batch_sharding(mesh))))  # fmt: skip
+        self.env_state, self.obs = reset(distributed.put(env_key, distributed.replicated(mesh)))
+        self._iteration = eqx.filter_jit(eqx.filter_vmap(self._make_iteration(update)))
+        self.evaluator = PlaygroundEvaluator(self.algorithm, self.args, mesh)
+        return self.place(state)
+
+    def evaluate(self, actor, seed: int, deterministic: bool, episodes: int | None = None):
+        raise TypeError("evaluate one seed's actor with `SeedGroup` (the group's actors are stacked)")
+
+
+class Member(Learner):
+    """Seed `index` of a `SeedGroup`, as its own run's lifecycle sees it (the group does the training)."""
+
+    def __init__(self, group: "SeedGroup", index: int):
+        self.group, self.index = group, index
+
+    @property
+    def iteration(self) -> int:
+        return int(self.group.state.iteration[self.index])
+
+    @property
+    def env_steps(self) -> int:
+        return int(self.group.state.env_steps[self.index])
+
+    def train(self) -> None:
+        raise TypeError("a seed of a group is trained by its SeedGroup")
+
+    def checkpoint_trees(self) -> dict:
+        group, i = self.group, self.index
+        return {"state": unstack(group.state, i), "stats": group.stats[i].arrays(),
+                "env": unstack(group.backend.checkpoint_tree(), i)}  # fmt: skip
+
+    def load_checkpoint(self, trees: dict, meta: dict) -> None:
+        self.group.replace(self.index, trees)
+
+    def evaluate(self, deterministic: bool, seed: int, episodes: int | None = None):
+        group = self.group
+        actor = unstack(group.state.model.actor, self.index)
+        return group.evaluator(actor, seed, deterministic, episodes)
+
+    def save_actor(self, policy_dir: Path) -> None:
+        self.group.algorithm.save_actor(unstack(self.group.state.model.actor, self.index), policy_dir)
+
+    def close(self) -> None:
+        """The group closes the envs once."""
+
+
+class SeedGroup:
+    """`args.seeds` trained side by side on one device; `run()` returns their policy folders."""
+
+    def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs):
+        prepare_process(args)
+        self.algorithm, self.args = algorithm, args
+        self.seed_args = [seed_args(args, seed) for seed in args.seeds]
+        # One progress bar for the group (the first seed's); every seed logs its own metrics.
+        self.lifecycles = []
+        try:
+            for i, one in enumerate(self.seed_args):
+                quiet = (
+                    one
+                    if i == 0
+                    else dataclasses.replace(one, log=dataclasses.replace(one.log, progress=False))
+                )
+                self.lifecycles.append(RunLifecycle(algorithm.name, quiet))
+            self._build()
+        except BaseException:
+            self.release()
+            raise
+
+    def _build(self) -> None:
+        algorithm, first = self.algorithm, self.seed_args[0]
+        self.backend = GroupBackend(algorithm, first)
+        spec = policy_spec(first, self.backend.env)
+        optimizers = make_optimizers(first)  # the same for every seed: only the seed differs
+        starts = [initial_state(algorithm, one, spec, optimizers) for one in self.seed_args]
+        states, env_keys = [s for s, _ in starts], [k for _, k in starts]
+        self.stats = [EpisodeStats(first.rollout.num_envs) for _ in self.seed_args]
+        update = make_update(algorithm, first, optimizers, self.backend.mesh)
+        self.state = self.backend.start(stack(states), update, jnp.stack(env_keys))
+        self.evaluator = self.backend.evaluator
+        self.members = [Member(self, i) for i in range(len(self.seed_args))]
+
+    @property
+    def run_dirs(self) -> list[Path]:
+        return [lifecycle.run_dir for lifecycle in self.lifecycles]
+
+    def release(self) -> None:
+        for lifecycle in self.lifecycles:
+            lifecycle.release()
+
+    def replace(self, index: int, trees: dict) -> None:
+        """Seed `index` continues from loaded checkpoint trees."""
+        seeds = range(len(self.seed_args))
+        self.state = self.backend.place(
+            stack([trees["state"] if i == index else unstack(self.state, i) for i in seeds])
+        )
+        self.stats[index].load(trees["stats"])
+        envs = self.backend.checkpoint_tree()
+        self.backend.restore(stack([trees["env"] if i == index else unstack(envs, i) for i in seeds]))
+
+    def run(self) -> list[Path]:
+        """Resume if asked, train every seed to the end and write each seed's policy folder."""
+        try:
+            if self.args.resume:
+                align_checkpoints(self.run_dirs)
+            for lifecycle, member in zip(self.lifecycles, self.members, strict=True):
+                lifecycle.begin(member, self.backend.mesh, group=self.args.seeds)
+            if len({member.iteration for member in self.members}) > 1:
+                raise CheckpointError(
+                    "the seeds of the group resumed at different iterations"
+                )  # aligned above
+            try:
+                self.train()
+            finally:
+                for lifecycle in self.lifecycles:
+                    lifecycle.logger.close()
+            folders = [lc.finish(member) for lc, member in zip(self.lifecycles, self.members, strict=True)]
+            self.backend.close()
+            return folders
+        finally:
+            self.release()
+
+    def train(self) -> None:
+        lead = self.lifecycles[0]
+        while self.members[0].iteration < self.args.num_iterations:
+            start = time.perf_counter()
+            self.state, metrics, (rewards, dones) = self.backend.iteration(self.state)
+            metrics = jax.tree.map(np.asarray, metrics)  # one device round trip per iteration
+            rewards, dones = np.asarray(rewards), np.asarray(dones)
+            seconds = time.perf_counter() - start
+            iteration = self.members[0].iteration
+            per_seed = []
+            for i, lifecycle in enumerate(self.lifecycles):
+                values, bad = pop_finite_flags({k: float(v[i]) for k, v in metrics.items()})
+                if bad is not None:
+                    seed = self.seed_args[i].seed
+                    raise lifecycle.non_finite(f"{bad} (seed {seed}; the group stops)", iteration)
+                self.stats[i].update(rewards[i], dones[i], self.args.rollout.unrolls_per_iteration)
+                per_seed.append(values)
+            for lifecycle, member, values, stats in zip(self.lifecycles, self.members, per_seed, self.stats,
+                                                        strict=True):  # fmt: skip
+                lifecycle.record_iteration(member, values, stats.summary(), seconds)
+            if lead.checkpoint_due(iteration):
+                # Every seed's new checkpoint is complete on disk before any becomes current.
+                for lifecycle, member in zip(self.lifecycles, self.members, strict=True):
+                    lifecycle.write_checkpoint(member)
+                for lifecycle in self.lifecycles:
+                    lifecycle.commit_checkpoint()
+            lead.logger.progress(self.members[0].env_steps, self.args.rollout.steps_per_iteration / seconds)
