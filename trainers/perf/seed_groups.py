@@ -74,6 +74,10 @@ def measure(opts, size: int, work: Path, per_iteration: int) -> dict:
     )
     # The group's iterations take the same time in every seed's folder; all n seeds advance in each.
     grouped_it = statistics.median(iteration_seconds(grouped_dir / "seed_0"))
+    print(
+        json.dumps({"seeds": size, "grouped_wall_s": grouped_wall, "grouped_iteration_s": grouped_it}),
+        flush=True,
+    )
     separate_walls, separate_its = [], []
     for seed in seeds:
         one = work / f"separate_{size}" / f"seed_{seed}"
@@ -81,6 +85,8 @@ def measure(opts, size: int, work: Path, per_iteration: int) -> dict:
             run(trainer_command(opts, per_iteration, [seed], one), work / f"cache_separate_{size}")
         )
         separate_its.append(statistics.median(iteration_seconds(one)))
+        print(json.dumps({"seed": seed, "separate_wall_s": separate_walls[-1], "iteration_s": separate_its[-1]}),
+              flush=True)  # fmt: skip
     grouped_sps = size * per_iteration / grouped_it
     separate_sps = per_iteration / statistics.mean(separate_its)
     return {
