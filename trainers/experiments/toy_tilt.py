@@ -61,6 +61,7 @@ from gsbpolicy import (
 )
 from gsbpolicy.cli import FAILURE, USAGE
 from gsbpolicy.files import atomic_write_text
+from trainers._core.bridge_matching import bridge_matching_loss, fit
 from trainers._core.cli import fail, tyro_cli
 from trainers._core.runlog import read_jsonl
 from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
@@ -208,55 +209,26 @@ def policy_spec(args: Args) -> PolicySpec:
 
 
 def pretrain_old_policy(args: Args, key, clock: Clock | None = None) -> FlowPolicy:
-    """Discrete Brownian-bridge matching: along Gaussian random walks with the sampler's own step
-    variances s_n = sigma(t_n)^2 dt, from x0 ~ N(0, I) pinned at x1 ~ mixture, regress the drift on the
-    bridge's mean increment s_n (x1 - a_n) / ((nu_N - nu_n) dt), nu_n = sum_{m<n} s_m. The Markov chain
-    with that drift has (up to the last step's noise) the mixture as its a^(N) marginal, and the large
-    early noise makes a^(N) nearly independent of a^(0), which the policy cannot reweight."""
+    """Bridge matching (`trainers._core.bridge_matching`) from x0 ~ N(0, I) to x1 ~ mixture: the large early
+    noise makes a^(N) nearly independent of a^(0), which the policy cannot reweight."""
     init_key, key = jax.random.split(key)
     policy = make_policy(policy_spec(args), key=init_key)
-    dt = 1.0 / args.num_steps
-    step_var = policy.sigmas() ** 2 * dt
-    nu = jnp.concatenate([jnp.zeros(1), jnp.cumsum(step_var)])  # nu_0..nu_N
-    optimizer = optax.adam(1e-3)  # pretraining has its own, fixed rate
-    params, static = eqx.partition(policy, eqx.is_inexact_array)
-    opt_state = optimizer.init(params)
+    n_samples = 1024
 
-    def loss(params, key):
-        policy = eqx.combine(params, static)
+    def loss(policy, key):
         k0, k1, km, kn, kb = jax.random.split(key, 5)
-        n_samples = 1024
         x0 = jax.random.normal(k0, (n_samples, 2))
         modes = jnp.asarray(MODES)[jax.random.randint(km, (n_samples,), 0, 4)]
         x1 = modes + args.mode_std * jax.random.normal(k1, (n_samples, 2))
         n = jax.random.randint(kn, (n_samples,), 0, args.num_steps)
-        w = (nu[n] / nu[-1])[:, None]
-        bridge_std = jnp.sqrt(nu[n] * (nu[-1] - nu[n]) / nu[-1])[:, None]
-        an = x0 + w * (x1 - x0) + bridge_std * jax.random.normal(kb, (n_samples, 2))
-        remaining = (nu[-1] - nu[n])[:, None]
-        target = step_var[n][:, None] * (x1 - an) / (remaining * dt)
-        pred = jax.vmap(policy.drift)(jnp.zeros((n_samples, 1)), an, n / args.num_steps)
-        # Weighted by the remaining variance so the near-deterministic last steps do not dominate.
-        return jnp.mean(jnp.sum((pred - target) ** 2, -1) * remaining[:, 0])
+        z = jax.random.normal(kb, (n_samples, 2))
+        return bridge_matching_loss(policy, jnp.zeros((n_samples, 1)), x0, x1, n, z)
 
-    def step(carry, key):
-        params, opt_state = carry
-        grads = jax.grad(loss)(params, key)
-        updates, opt_state = optimizer.update(grads, opt_state)
-        return (eqx.apply_updates(params, updates), opt_state), None
-
-    @eqx.filter_jit
-    def steps(params, opt_state, keys):  # a chunk of steps per call: one dispatch, and a progress line
-        return jax.lax.scan(step, (params, opt_state), keys)[0]
-
-    chunk = 1000
-    keys = jax.random.split(key, args.pretrain_steps)
-    for start in range(0, args.pretrain_steps, chunk):
-        params, opt_state = steps(params, opt_state, keys[start : start + chunk])
+    def progress(done: int, _loss: float) -> None:
         if clock is not None:
-            done = min(start + chunk, args.pretrain_steps)
             print(f"{clock()} pretraining the old policy: step {done}/{args.pretrain_steps}", flush=True)
-    return eqx.combine(params, static)
+
+    return fit(policy, loss, args.pretrain_steps, key, on_chunk=progress)  # its own, fixed rate
 
 
 def old_policy(args: Args, key, clock: Clock | None = None) -> tuple[FlowPolicy, bool]:
