@@ -1,12 +1,13 @@
 """Several seeds in one process (`--seeds`, trainers/_core/seed_group.py) and the compilation cache.
 
-A grouped seed must be the run that seed gives alone. What the test shows (4 iterations): the episode
-statistics are bit-identical; the weights agree to about 1e-9, the env states to about 1e-6 (qacc ~15:
-float32 rounding of the physics fed actions that differ in the last bit), and the metrics.jsonl records to
-float32 rounding (evaluation returns to ~1e-7 relative; losses that are sums of terms near 0, such as the
-mean advantage, to ~1e-7 absolute): under `vmap` XLA batches the reductions (the normaliser's variance,
-the gradient sums) and may add in another order. So a grouped seed is the same experiment, not the same
-bits. A grouped run resumed after an interruption is bit-identical to the uninterrupted group (one program).
+A grouped seed must be the run that seed gives alone. With `--seed-batching map` (the CPU default) it is,
+bit for bit: metrics.jsonl, checkpoints and weights. With `vmap` (the GPU default) XLA batches the reductions
+(the normaliser's variance, the gradient sums) and may add in another order, so what the test shows after 4
+iterations is agreement to float32 rounding: the episode statistics bit-identical, the weights to about 1e-9,
+the env states to about 1e-6 (qacc ~15: the physics fed actions that differ in the last bit), evaluation
+returns to ~1e-7 relative and losses that are sums of terms near 0 (the mean advantage) to ~1e-7 absolute:
+the same experiment, not the same bits. A grouped run resumed after an interruption is bit-identical to the
+uninterrupted group (one program).
 """
 
 import json
@@ -59,9 +60,12 @@ def tensors(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """Seeds 0 and 1 grouped (map, the CPU default), grouped with vmap, and seed 1 alone."""
     root = tmp_path_factory.mktemp("seed_group")
     args = tiny(seeds=(0, 1), output_dir=root / "group")
     folders = loop_trainer(GsbMdpo(args.algo), args).run()
+    vmapped = tiny(seeds=(0, 1), seed_batching="vmap", output_dir=root / "vmap")
+    loop_trainer(GsbMdpo(vmapped.algo), vmapped).run()
     alone = tiny(seed=1, output_dir=root / "alone")
     loop_trainer(GsbMdpo(alone.algo), alone).run()
     return root, folders
@@ -90,9 +94,18 @@ def assert_same_records(grouped: list[dict], alone: list[dict]) -> None:
                 assert value == b[key], (a["iteration"], key)
 
 
-def test_a_grouped_seed_is_that_seed_run_alone(runs):
+def test_a_grouped_seed_is_that_seed_run_alone_bit_for_bit(runs):
     root, _ = runs
     grouped, alone = root / "group" / "seed_1", root / "alone"
+    assert records(grouped) == records(alone)
+    for name in ("checkpoint/state", "checkpoint/env", "checkpoint/stats", "policy/model"):
+        a, b = tensors(grouped / f"{name}.safetensors"), tensors(alone / f"{name}.safetensors")
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), name
+
+
+def test_a_vmapped_seed_is_that_seed_run_alone_up_to_float_rounding(runs):
+    root, _ = runs
+    grouped, alone = root / "vmap" / "seed_1", root / "alone"
     assert_same_records(records(grouped), records(alone))
     a, b = tensors(grouped / "checkpoint/stats.safetensors"), tensors(alone / "checkpoint/stats.safetensors")
     assert all(np.array_equal(a[k], b[k]) for k in a)  # the same episodes ended at the same steps
@@ -221,3 +234,17 @@ def test_where_the_cache_lives(tmp_path, monkeypatch):
     assert compile_cache.resolve("auto") is None
     assert compile_cache.resolve(str(tmp_path / "mine")) == tmp_path / "mine"
     assert compile_cache.resolve("off") is None
+
+
+def test_a_config_field_added_after_a_run_started_does_not_block_its_resume(tmp_path):
+    from trainers._core import rundir
+    from trainers._core.runlog import write_run_json
+
+    args = tiny(output_dir=tmp_path)
+    write_run_json(tmp_path, "gsb_mdpo", args)
+    run = json.loads((tmp_path / "run.json").read_text())
+    del run["args"]["seed_batching"]  # a run.json written before the field existed
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    rundir._check_resumable(tmp_path, "gsb_mdpo", args)  # at its default: the run as it was
+    with pytest.raises(rundir.RunFolderError, match=r"--seed-batching None -> 'vmap'"):
+        rundir._check_resumable(tmp_path, "gsb_mdpo", with_fields(args, seed_batching="vmap"))

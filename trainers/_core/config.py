@@ -10,7 +10,9 @@ import dataclasses
 import importlib
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+import tyro
 
 from gsbpolicy import PolicySpec, env_kind
 from gsbpolicy.cli import require_extra
@@ -219,6 +221,26 @@ class LogArgs:
 
 
 @dataclasses.dataclass(frozen=True)
+class InitArgs:
+    """Fine-tuning: start the actor from a pretrained flow policy (gsb_mdpo, fpo and dppo; see
+    `trainers._core.init_from`)."""
+
+    source: Annotated[str | None, tyro.conf.arg(aliases=("--init-from",))] = None
+    """A policy folder or Hub repo id whose actor and observation normaliser the run starts from (its spec
+    must be this run's: the same --policy.* values, algorithm sampler options and env); None: a fresh actor."""
+    critic_warmup_steps: int = 0
+    """Env steps at the start during which only the critic learns (the actor's learning rate is 0), so that
+    the first actor updates see a critic fitted to the pretrained policy. Rounded up to whole iterations."""
+
+    def validate(self) -> None:
+        require(self.source is None or self.source.strip() != "", "init.source", "a policy folder or Hub id",
+                self.source)  # fmt: skip
+        require(self.critic_warmup_steps >= 0, "init.critic_warmup_steps", ">= 0", self.critic_warmup_steps)
+        require(self.source is not None or self.critic_warmup_steps == 0, "init.critic_warmup_steps",
+                "0 without --init-from (a fresh actor has no behaviour to keep)", self.critic_warmup_steps)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainArgs:
     """Everything an on-policy trainer needs except its algorithm group (which subclasses add as `algo`)."""
 
@@ -231,6 +253,10 @@ class TrainArgs:
     """Train these seeds side by side in one process instead of `--seed` (Playground envs, one device): the
     whole iteration is vmapped over seeds, compiled once, and each seed gets the ordinary run folder of a
     single-seed run (runs/<env>/<algo>/seed_<s>, or <output-dir>/seed_<s>)."""
+    seed_batching: Literal["auto", "vmap", "map"] = "auto"
+    """How `--seeds` share the program: "vmap" batches them (what fills a GPU), "map" runs them one after
+    another inside it (`lax.map`; a grouped seed is then bit-identical to the seed run alone); "auto" is vmap
+    on accelerators and map on CPUs, where batching gains nothing."""
     total_steps: int = 200_000
     """Env steps to train for (rounded up to whole iterations)."""
     output_dir: Path | None = None
@@ -258,6 +284,7 @@ class TrainArgs:
     critic: CriticArgs = CriticArgs()
     eval: EvalArgs = EvalArgs()
     log: LogArgs = LogArgs()
+    init: InitArgs = InitArgs()
 
     @property
     def num_iterations(self) -> int:
@@ -277,8 +304,11 @@ class TrainArgs:
             require(not self.distributed, "seeds", "used without --distributed (a seed group runs on one device)",
                     self.seeds)  # fmt: skip
         require(self.total_steps >= 1, "total_steps", ">= 1", self.total_steps)
-        for group in (self.rollout, self.optim, self.policy, self.critic, self.eval, self.log):
+        for group in (self.rollout, self.optim, self.policy, self.critic, self.eval, self.log, self.init):
             group.validate()
+        warmup = self.init.critic_warmup_steps
+        require(warmup == 0 or warmup < self.total_steps, "init.critic_warmup_steps",
+                f"< --total-steps ({self.total_steps}), or the actor never moves", warmup)  # fmt: skip
         for name, value in widths(self):
             require(value >= 1, name, ">= 1", value)
         check_env_id(self.env)

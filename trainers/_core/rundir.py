@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .checkpoint import CheckpointError, find_checkpoint, read_meta
 from .config import flag
-from .runlog import RUN_JSON, args_record, config_changes
+from .runlog import RUN_JSON, args_record, config_changes, flatten
 
 LOCK_NAME = "run.lock"
 
@@ -111,6 +111,14 @@ def open_run_folder(run_dir: Path, algo: str, args, writer: bool = True) -> RunL
     return lock
 
 
+def _added_at_default(name: str, recorded: dict, args) -> bool:
+    """A field the run's record lacks (added to the config after the run started) that has its default value
+    now: the default is what the run did before the field existed, so resuming with it changes nothing."""
+    if name in flatten(recorded):
+        return False
+    return flatten(args_record(type(args)())).get(name) == flatten(args_record(args)).get(name)
+
+
 def _check_resumable(run_dir: Path, algo: str, args) -> None:
     """The folder's recorded experiment equals this one up to result-neutral fields; its records parse."""
     path = run_dir / RUN_JSON
@@ -124,7 +132,8 @@ def _check_resumable(run_dir: Path, algo: str, args) -> None:
             raise RunFolderError(f"--resume: {run_dir} holds a {recorded_algo} run, not {algo}; resume it with "
                                  f"trainers.{recorded_algo}")  # fmt: skip
         changes = config_changes(recorded, args_record(args))
-        refused = {name: change for name, change in changes.items() if not name.startswith(RESULT_NEUTRAL)}
+        refused = {name: change for name, change in changes.items()
+                   if not name.startswith(RESULT_NEUTRAL) and not _added_at_default(name, recorded, args)}  # fmt: skip
         if refused:
             listed = ", ".join(f"{flag(name)} {old!r} -> {new!r}" for name, (old, new) in refused.items())
             raise RunFolderError(

@@ -15,6 +15,8 @@ import jax
 
 from gsbpolicy.files import atomic_write_text
 
+from .init_from import provenance
+
 RUN_JSON = "run.json"
 PACKAGES = ("gsbpolicy", "jax", "jaxlib", "equinox", "optax", "numpy", "gymnasium", "mujoco", "mujoco-mjx",
             "playground", "tyro", "stable-baselines3", "torch")  # fmt: skip
@@ -91,11 +93,11 @@ def args_record(args) -> dict:
     return json.loads(json.dumps(jsonable(args)))
 
 
-def _flatten(tree: dict, prefix: str = "") -> dict:
+def flatten(tree: dict, prefix: str = "") -> dict:
     flat = {}
     for name, value in tree.items():
         if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{name}."))
+            flat.update(flatten(value, f"{prefix}{name}."))
         else:
             flat[f"{prefix}{name}"] = value
     return flat
@@ -103,7 +105,7 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
 
 def config_changes(old: dict, new: dict) -> dict[str, tuple]:
     """{dotted field: (old value, new value)} for every field that differs (None where one lacks it)."""
-    old, new = _flatten(old), _flatten(new)
+    old, new = flatten(old), flatten(new)
     return {name: (old.get(name), new.get(name)) for name in sorted(old.keys() | new.keys())
             if old.get(name) != new.get(name)}  # fmt: skip
 
@@ -130,7 +132,7 @@ def write_run_json(run_dir: Path, algo: str, args, mesh=None, group: tuple[int, 
         entry = {**now, "changed": {name: {"old": old, "new": new} for name, (old, new) in changed.items()}}
         record["resumes"] = [*record.get("resumes", []), entry]
     else:
-        record = {"algo": algo, "args": args_record(args), **now}
+        record = {"algo": algo, "args": args_record(args), **provenance(args), **now}
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     return record
 

@@ -1,15 +1,18 @@
-"""Several seeds of one Playground experiment in one process (`--seeds 0 1 2`): PureJaxRL's vmap over seeds.
+"""Several seeds of one Playground experiment in one process (`--seeds 0 1 2`), as PureJaxRL runs them.
 
-The whole iteration (rollout scan + epochs x minibatches of updates) is `vmap`ped over a leading seed axis of
-the training state and the env state, so it is compiled once and runs as one program: on a GPU the seeds
-fill a device that one run of the paper geometry leaves mostly idle; on a CPU the gain is mostly one compile
-instead of several. Each seed keeps the ordinary run folder of a single-seed run (run.json, metrics.jsonl,
-checkpoints, `--resume`, the policy folder), written by its own `RunLifecycle`, so nothing downstream can
-tell the difference except `seed_group` in run.json and the shared timings.
+The whole iteration (rollout scan + epochs x minibatches of updates) takes a leading seed axis on the training
+state and the env state, so it is traced and compiled once and runs as one program. How the seeds share it
+(`--seed-batching`): `vmap` batches them, which fills a GPU that one run of the paper geometry leaves partly
+idle; `map` (`lax.map`) runs them one after another inside the program, which is what a CPU does anyway, and
+keeps each seed bit-identical to the seed run alone. "auto" picks vmap on accelerators and map on CPUs.
+Each seed keeps the ordinary run folder of a single-seed run (run.json, metrics.jsonl, checkpoints,
+`--resume`, the policy folder), written by its own `RunLifecycle`, so nothing downstream can tell the
+difference except `seed_group` in run.json and the shared timings.
 
-What each seed computes is its single-seed run: the same initial state, keys and env resets, and the
-iteration is the same function under `vmap`. Evaluations run per seed with the single-seed evaluator.
-`tests/test_seed_group.py` checks a grouped seed's metrics and weights against the same seed run alone.
+What each seed computes is its single-seed run: the same initial state, keys and env resets, and the same
+iteration function. Evaluations run per seed with the single-seed evaluator. `tests/test_seed_group.py`
+checks a grouped seed against the same seed run alone (bit for bit with map; with vmap, XLA batches the
+reductions and the results agree to float32 rounding).
 
 Checkpoints are written in two phases for the whole group (every seed's new checkpoint is written before
 any is made current), so a kill at any moment leaves the seeds at most one phase apart, and a resume rolls
@@ -75,18 +78,51 @@ def align_checkpoints(run_dirs: list[Path]) -> None:
         commit_checkpoint(run_dir / "checkpoint")
 
 
+def over_seeds(fn, batching: str):
+    """`fn` applied along the leading seed axis of its arguments: `vmap` (one batched program: the seeds fill
+    a GPU) or `map` (`lax.map`: the seeds one after another inside one program, each exactly the unbatched
+    computation; on a CPU, which batching does not speed up, this keeps a grouped seed bit-identical to the
+    seed run alone). Non-array leaves (static model parts) pass through."""
+    if batching == "vmap":
+        return eqx.filter_vmap(fn)
+
+    def mapped(*args):
+        dynamic, static = eqx.partition(args, eqx.is_array)
+        out_static = []
+
+        def one(arrays):
+            out_arrays, out_rest = eqx.partition(fn(*eqx.combine(arrays, static)), eqx.is_array)
+            out_static.append(out_rest)  # at trace time: the outputs' static parts, the same for every seed
+            return out_arrays
+
+        return eqx.combine(jax.lax.map(one, dynamic), out_static[0])
+
+    return mapped
+
+
+def batching_for(setting: str) -> str:
+    """`--seed-batching auto`: vmap on accelerators, map on CPUs."""
+    if setting != "auto":
+        return setting
+    return "map" if jax.devices()[0].platform == "cpu" else "vmap"
+
+
 class GroupBackend(PlaygroundBackend):
-    """Playground envs of every seed on one device; the iteration and the reset vmapped over seeds."""
+    """Playground envs of every seed on one device; the iteration and the reset mapped over seeds."""
 
     def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs):
         super().__init__(algorithm, args, devices=jax.devices()[:1])
+        self.batching = batching_for(args.seed_batching)
 
     def start(self, state, update, env_key):
         env, mesh = self.env, self.mesh
-        reset = jax.jit(jax.vmap(lambda key: distributed.constrain(env.reset(key),
-                                                                  distributed.batch_sharding(mesh))))  # fmt: skip
+
+        def reset(key):
+            return distributed.constrain(env.reset(key), distributed.batch_sharding(mesh))
+
+        reset = eqx.filter_jit(over_seeds(reset, self.batching))
         self.env_state, self.obs = reset(distributed.put(env_key, distributed.replicated(mesh)))
-        self._iteration = eqx.filter_jit(eqx.filter_vmap(self._make_iteration(update)))
+        self._iteration = eqx.filter_jit(over_seeds(self._make_iteration(update), self.batching))
         self.evaluator = PlaygroundEvaluator(self.algorithm, self.args, mesh)
         return self.place(state)
 
