@@ -124,11 +124,13 @@ def main(argv=None) -> None:
         parser.error("--sizes must be at least 2 (a group of one is a single run)")
     per_iteration = steps_per_iteration(opts)
     result = {"env": opts.env, "suite": opts.suite, "algo": opts.algo, "iterations": opts.iterations,
-              "env_steps_per_iteration_per_seed": per_iteration, "hardware": hardware(), "sizes": []}  # fmt: skip
+              "env_steps_per_iteration_per_seed": per_iteration, "hardware": hardware(), "sizes": [],
+              "load_average_start": os.getloadavg()}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for size in opts.sizes:
             result["sizes"].append(measure(opts, size, Path(tmp), per_iteration))
             print(json.dumps(result["sizes"][-1]), flush=True)
+    result["load_average_end"] = os.getloadavg()
     text = json.dumps(result, indent=1)
     if opts.out:
         opts.out.parent.mkdir(parents=True, exist_ok=True)
