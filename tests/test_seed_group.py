@@ -248,3 +248,10 @@ def test_a_config_field_added_after_a_run_started_does_not_block_its_resume(tmp_
     rundir._check_resumable(tmp_path, "gsb_mdpo", args)  # at its default: the run as it was
     with pytest.raises(rundir.RunFolderError, match=r"--seed-batching None -> 'vmap'"):
         rundir._check_resumable(tmp_path, "gsb_mdpo", with_fields(args, seed_batching="vmap"))
+
+
+def test_the_readme_performance_block_is_generated_from_the_committed_measurements(capsys):
+    from trainers.perf import report
+
+    report.main(["--check"])
+    assert "up to date" in capsys.readouterr().out

@@ -1,0 +1,109 @@
+"""The README's "compile once, run many" numbers, generated from the committed measurements.
+
+    python -m trainers.perf.report            # regenerate the README block
+    python -m trainers.perf.report --check    # exit 1 if the README block is out of date
+
+Reads hub_cards/results/raw/: `startup_cpu.json` (`trainers.perf.startup`), `seed_groups_*.json`
+(`trainers.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs before and after), and fills the README
+block `<!-- perf:compile-once:start -->` ... `<!-- perf:compile-once:end -->`. A missing file leaves its
+rows out.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gsbpolicy.files import atomic_write_text
+from trainers.benchmark.aggregate import README, readme_with_blocks
+
+RAW = Path(__file__).resolve().parents[2] / "hub_cards" / "results" / "raw"
+BLOCK = "perf:compile-once"
+
+
+def _load(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def startup_lines(data: dict) -> list[str]:
+    lines = ["Time to the first finished iteration (process start to its metrics record; median of "
+             f"{len(next(iter(data['cases'].values()))['cold_s'])} pairs; `python -m trainers.perf.startup`, "
+             f"{data['cpu_count']}-core CPU):", "",
+             "| run | cache off | cold cache | warm cache | warm / cold |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, case in data["cases"].items():
+        cold, warm, off = _median(case["cold_s"]), _median(case["warm_s"]), _median(case["cache_off_s"])
+        lines.append(f"| {name} | {off:.1f} s | {cold:.1f} s | {warm:.1f} s | {warm / cold:.2f} |")
+    return [*lines, ""]
+
+
+def _device(data: dict) -> str:
+    hardware = data["hardware"]
+    return "a 2-core CPU" if hardware["platform"] == "cpu" else f"an {hardware['device_kind']}"
+
+
+def seed_group_lines(results: list[dict]) -> list[str]:
+    lines = ["Seeds 0..n-1 in one process (`--seeds`) against the same seeds one process after another (each arm "
+             "from an empty compilation cache; `python -m trainers.perf.seed_groups`):", "",
+             "| task, geometry | where | seeds | one process | one after another | wall-clock gain | "
+             "env steps/s, grouped / separate |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    notes = []
+    for data in results:
+        for size in data["sizes"]:
+            extrapolated = size.get("separate_wall_extrapolated")
+            mark = " *" if extrapolated else ""
+            lines.append(
+                f"| {data['env']}, {data['suite']} ({data['iterations']} iterations) | {_device(data)} | "
+                f"{size['seeds']} | {size['grouped_wall_s']:.0f} s | {size['separate_wall_s']:.0f} s{mark} | "
+                f"{size['wall_ratio_separate_over_grouped']:.2f}x | "
+                f"{size['throughput_ratio_grouped_over_separate']:.2f}x |"
+            )
+            if extrapolated:
+                notes.append(f"\\* {data['note']}.")
+    return [*lines, "", *notes, *([""] if notes else [])]
+
+
+def ci_lines(data: dict) -> list[str]:
+    before, after = data["before"], data["after"]
+    return [f"CI (`bash .ci/run` on a clean clone, {data['machine']}): {before['wall_s']:.0f} s at "
+            f"{before['commit']} ({before['tests']} tests) and {after['wall_s']:.0f} s at {after['commit']} "
+            f"({after['tests']} tests), {after['wall_s'] / before['wall_s']:.2f}x.", ""]  # fmt: skip
+
+
+def block(raw: Path = RAW) -> str:
+    lines = []
+    if (startup := _load(raw / "startup_cpu.json")) is not None:
+        lines += startup_lines(startup)
+    groups = [_load(path) for path in sorted(raw.glob("seed_groups_*.json"))]
+    if groups:
+        lines += seed_group_lines(groups)
+    if (ci := _load(raw / "ci_wall_clock.json")) is not None:
+        lines += ci_lines(ci)
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m trainers.perf.report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument(
+        "--check", action="store_true", help="only say whether the README block is up to date"
+    )
+    opts = parser.parse_args(argv)
+    text = README.read_text()
+    updated = readme_with_blocks(text, {BLOCK: block()})
+    if opts.check:
+        if updated != text:
+            sys.exit("out of date: run `python -m trainers.perf.report`")
+        print("README performance block is up to date")
+        return
+    atomic_write_text(README, updated)
+    print(f"wrote the {BLOCK} block of {README}")
+
+
+if __name__ == "__main__":
+    main()
