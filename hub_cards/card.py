@@ -155,7 +155,9 @@ def _protocol(source: CardSource) -> str:
 
 
 def _curve_protocol(args: dict, env_id: str, kind: str) -> str:
-    evaluation = args["eval"]
+    evaluation = args.get("eval")
+    if evaluation is None:  # behaviour cloning (trainers.bc) evaluates once, after the fit
+        return f"once, after the fit, {args['eval_episodes']} episodes with the {_modes(kind)[0]} policy."
     if evaluation["interval_steps"] > 0:
         when = f"every {evaluation['interval_steps']:,} env steps and at the end"
     else:
@@ -213,7 +215,8 @@ def render_card(
     from huggingface_hub import ModelCard
 
     run, results = source.run, source.results
-    rollout = run["args"]["rollout"]
+    # Behaviour cloning (trainers.bc, Gymnasium envs only) has no rollout; only the Playground snippet reads it.
+    rollout = run["args"].get("rollout", {"episode_length": 0, "action_repeat": 1})
     train = [r for r in source.metrics if r["type"] == "train"]
     eval_series(source.metrics)  # fail early on a run without evaluation records
     git = run["git"]

@@ -52,33 +52,36 @@ def _trainable(policy: FlowPolicy):
 
 def fit(
     policy: FlowPolicy,
-    loss: Callable[[FlowPolicy, jax.Array], jax.Array],
+    loss: Callable[[FlowPolicy, object, jax.Array], jax.Array],
+    data,
     num_steps: int,
     key,
     lr: float = 1e-3,
     chunk: int = 1000,
     on_chunk: Callable[[int, float], None] | None = None,
 ) -> FlowPolicy:
-    """`num_steps` Adam steps on `loss(policy, key)` (a fresh key per step), run as jitted scans of `chunk`
-    steps; `on_chunk(steps done, last loss)` after each. The observation normaliser is left as it is."""
+    """`num_steps` Adam steps on `loss(policy, data, key)` (a fresh key per step), run as jitted scans of
+    `chunk` steps; `on_chunk(steps done, last loss)` after each. `data` (a pytree of arrays, e.g. a dataset)
+    is an argument of the jitted scan rather than a constant baked into it. The observation normaliser is
+    left as it is."""
     optimizer = optax.adam(lr)
     params, static = eqx.partition(policy, _trainable(policy))
     opt_state = optimizer.init(params)
 
-    def step(carry, key):
+    def step(carry, key, data):
         params, opt_state = carry
-        value, grads = jax.value_and_grad(lambda p: loss(eqx.combine(p, static), key))(params)
+        value, grads = jax.value_and_grad(lambda p: loss(eqx.combine(p, static), data, key))(params)
         updates, opt_state = optimizer.update(grads, opt_state)
         return (eqx.apply_updates(params, updates), opt_state), value
 
     @eqx.filter_jit
-    def steps(params, opt_state, keys):  # a chunk of steps per call: one dispatch, and a progress line
-        (params, opt_state), values = jax.lax.scan(step, (params, opt_state), keys)
+    def steps(params, opt_state, keys, data):  # a chunk of steps per call: one dispatch, and a progress line
+        (params, opt_state), values = jax.lax.scan(lambda c, k: step(c, k, data), (params, opt_state), keys)
         return params, opt_state, values[-1]
 
     keys = jax.random.split(key, num_steps)
     for start in range(0, num_steps, chunk):
-        params, opt_state, value = steps(params, opt_state, keys[start : start + chunk])
+        params, opt_state, value = steps(params, opt_state, keys[start : start + chunk], data)
         if on_chunk is not None:
             on_chunk(min(start + chunk, num_steps), float(value))
     return eqx.combine(params, static)

@@ -215,7 +215,7 @@ def pretrain_old_policy(args: Args, key, clock: Clock | None = None) -> FlowPoli
     policy = make_policy(policy_spec(args), key=init_key)
     n_samples = 1024
 
-    def loss(policy, key):
+    def loss(policy, _data, key):
         k0, k1, km, kn, kb = jax.random.split(key, 5)
         x0 = jax.random.normal(k0, (n_samples, 2))
         modes = jnp.asarray(MODES)[jax.random.randint(km, (n_samples,), 0, 4)]
@@ -228,7 +228,7 @@ def pretrain_old_policy(args: Args, key, clock: Clock | None = None) -> FlowPoli
         if clock is not None:
             print(f"{clock()} pretraining the old policy: step {done}/{args.pretrain_steps}", flush=True)
 
-    return fit(policy, loss, args.pretrain_steps, key, on_chunk=progress)  # its own, fixed rate
+    return fit(policy, loss, None, args.pretrain_steps, key, on_chunk=progress)  # its own, fixed rate
 
 
 def old_policy(args: Args, key, clock: Clock | None = None) -> tuple[FlowPolicy, bool]:

@@ -1,0 +1,248 @@
+"""Behaviour cloning: fit a flow policy to demonstrations (a Minari dataset) by bridge matching.
+
+    python -m trainers.bc --dataset DIR_OR_MINARI_ID [--env ENV] [--policy.num-steps 8 ...] [--steps 5000]
+
+The policy is GSB-MDPO's: the same `PolicySpec` fields (`--policy.*`, the cpu preset's by default), SDE
+sampler and observation normaliser, whose statistics are the dataset's observations. Its drift is fitted
+by discrete Brownian-bridge matching on the sampler's own step variances (`trainers._core.bridge_matching`)
+from a^(0) ~ N(0, I) to each demonstrated action, mapped back through the squash (the pre-squash a^(N)).
+
+The run folder is a trainer's (run.json, metrics.jsonl, policy/ with config.json, model.safetensors and
+results.json from a short deterministic evaluation), so `GSBPolicy.from_pretrained`, `python -m export.onnx`,
+`python -m hub_cards.publish` and `--init-from` of trainers.gsb_mdpo, fpo and dppo all take it. env_steps is
+0 throughout: the policy never acted in the env while it was fitted.
+
+DIR_OR_MINARI_ID is a dataset folder (`trainers.collect`'s --out, or its data/ folder) or the id of a
+dataset already in the local Minari cache; nothing is downloaded. Needs the `bc` extra (minari, h5py).
+"""
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gsbpolicy import GSBPolicy, evaluate, make_policy, save_policy
+from gsbpolicy.cli import FAILURE, USAGE, MissingExtraError, require_extra
+from gsbpolicy.files import atomic_write_text
+
+from ._core.bridge_matching import bridge_matching_loss, fit
+from ._core.cli import FLOW_POLICY_HINT, closing_lines, fail, parse
+from ._core.config import PolicyArgs, check_env_id, check_finite, output_path, require
+from ._core.evaluation import eval_seed, write_results
+from ._core.rundir import RunFolderError, open_run_folder
+from ._core.runlog import write_run_json
+
+ALGO = "bc"
+ACTION_EDGE = 1e-3
+"""Demonstrated actions on a tanh squash's bounds are pulled this far inside [-1, 1] before the inverse
+tanh (arctanh(1 - 1e-3) = 3.8), so that saturated actions give finite targets."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    """Behaviour cloning settings (the run folder's fields are the trainers')."""
+
+    dataset: str = ""
+    """The demonstrations: a Minari dataset folder or the id of a dataset in the local Minari cache."""
+    env: str | None = None
+    """Gymnasium env id to evaluate in (it must be the dataset's env); default: the dataset's env."""
+    seed: int = 0
+    """Random seed (network init, the fit's minibatches and noise, the evaluation's resets)."""
+    steps: int = 5000
+    """Gradient steps of the fit."""
+    batch_size: int = 256
+    """Demonstrated transitions per gradient step."""
+    lr: float = 1e-3
+    """Adam learning rate of the fit."""
+    eval_episodes: int = 10
+    """Episodes of the final deterministic evaluation written to results.json."""
+    output_dir: Path | None = None
+    """Run folder; default runs/<env>/bc/seed_<seed>."""
+    resume: bool = False
+    """Redo an interrupted fit in its run folder (the same settings; the fit restarts from step 0 and gives
+    the same policy)."""
+    preset: str = "cpu"
+    """Name of the preset these values started from (recorded in run.json)."""
+    policy: PolicyArgs = PolicyArgs()
+
+    def validate(self) -> None:
+        check_finite(self)
+        require(bool(self.dataset), "dataset", "given (a Minari dataset folder or id)", self.dataset)
+        require(0 <= self.seed < 2**32, "seed", "in [0, 2**32)", self.seed)
+        for name in ("steps", "batch_size", "eval_episodes"):
+            require(getattr(self, name) >= 1, name, ">= 1", getattr(self, name))
+        require(self.lr > 0, "lr", "> 0", self.lr)
+        self.policy.validate()
+        if self.env is not None:
+            check_env_id(self.env)
+
+
+PRESETS = {"cpu": lambda env: Args(env=env)}
+"""One preset, so that the command line (and a model card's reproduce line) reads like the trainers'."""
+
+
+def load_dataset(source: str):
+    """The Minari dataset `source` names: a folder (with or without its data/ part) or a local Minari id."""
+    import minari
+
+    path = Path(source).expanduser()
+    if path.is_dir():
+        data = path / "data" if (path / "data" / "metadata.json").is_file() else path
+        if not (data / "metadata.json").is_file():
+            raise ValueError(f"--dataset {source}: not a Minari dataset folder (no data/metadata.json)")
+        return minari.MinariDataset(data)
+    if path.exists() or source.startswith((".", "/", "~")):
+        raise ValueError(f"--dataset {source}: no such dataset folder")
+    try:
+        return minari.load_dataset(source, download=False)
+    except (FileNotFoundError, ValueError):  # Minari's own message suggests download=True
+        raise ValueError(
+            f"--dataset {source}: not a folder, and not a dataset in the local Minari cache "
+            "($MINARI_DATASETS_PATH, else ~/.minari/datasets); this command never downloads: "
+            "`minari download ID` first"
+        ) from None
+
+
+def demonstrations(dataset) -> tuple[np.ndarray, np.ndarray]:
+    """(observations, actions) of every transition, float32: each episode's observations without its last."""
+    import gymnasium
+
+    for name, space in (("observation", dataset.observation_space), ("action", dataset.action_space)):
+        if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
+            raise ValueError(
+                f"the dataset's {name} space is {space}; behaviour cloning needs flat Box spaces"
+            )
+    episodes = list(dataset.iterate_episodes())
+    if not episodes:
+        raise ValueError("the dataset holds no episodes")
+    obs = np.concatenate([ep.observations[:-1] for ep in episodes]).astype(np.float32)
+    actions = np.concatenate([ep.actions for ep in episodes]).astype(np.float32)
+    if not (np.isfinite(obs).all() and np.isfinite(actions).all()):
+        raise ValueError("the dataset holds NaN or inf observations or actions")
+    return obs, actions
+
+
+def dataset_env_id(dataset) -> str | None:
+    spec = dataset.spec.env_spec
+    return None if spec is None else spec.id
+
+
+def pre_squash(actions: np.ndarray, spec) -> np.ndarray:
+    """The a^(N) that `FlowPolicy.to_env` maps to each env action (the inverse of squash and rescale)."""
+    if spec.action_low is None or spec.squash == "none":
+        return actions
+    low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
+    unit = np.clip(2 * (actions - low) / (high - low) - 1, -1, 1)
+    if spec.squash == "clip":
+        return unit
+    return np.arctanh(np.clip(unit, -1 + ACTION_EDGE, 1 - ACTION_EDGE))
+
+
+def resolve(args: Args, dataset) -> Args:
+    """`args` with the env taken from the dataset (checked against --env)."""
+    recorded = dataset_env_id(dataset)
+    if args.env is None:
+        if recorded is None:
+            raise ValueError("the dataset records no env; pass --env")
+        check_env_id(recorded)
+        return dataclasses.replace(args, env=recorded)
+    if recorded is not None and recorded != args.env:
+        raise ValueError(f"--env {args.env} is not the dataset's env {recorded}")
+    return args
+
+
+def check_spaces(dataset, env, env_id: str) -> None:
+    obs_shape, act_space = env.observation_space.shape, env.action_space
+    if dataset.observation_space.shape != obs_shape or dataset.action_space.shape != act_space.shape:
+        raise ValueError(
+            f"the dataset's observations {dataset.observation_space.shape} and actions "
+            f"{dataset.action_space.shape} do not fit {env_id} ({obs_shape}, {act_space.shape})"
+        )
+
+
+def bc_loss(batch_size: int):
+    def loss(policy, data, key):
+        obs, x1 = data
+        k_idx, k0, kn, kz = jax.random.split(key, 4)
+        idx = jax.random.randint(k_idx, (batch_size,), 0, obs.shape[0])
+        x0 = jax.random.normal(k0, (batch_size, x1.shape[1]))
+        n = jax.random.randint(kn, (batch_size,), 0, policy.spec.num_steps)
+        z = jax.random.normal(kz, (batch_size, x1.shape[1]))
+        return bridge_matching_loss(policy, obs[idx], x0, x1[idx], n, z)
+
+    return loss
+
+
+def train(args: Args) -> Path:
+    """Fit, evaluate and write the run folder; returns the policy folder. ValueError: bad input."""
+    import gymnasium
+
+    require_extra("bc", ["minari", "h5py"], "python -m trainers.bc")
+    dataset = load_dataset(args.dataset)
+    args = resolve(args, dataset)
+    obs, actions = demonstrations(dataset)
+    env = gymnasium.make(args.env)
+    try:
+        check_spaces(dataset, env, args.env)
+        spec = args.policy.spec(obs.shape[1], actions.shape[1], env.action_space.low, env.action_space.high,
+                                args.env)  # fmt: skip
+    finally:
+        env.close()
+    run_dir = output_path(args.output_dir, args.env, ALGO, args.seed)
+    lock = open_run_folder(run_dir, ALGO, args)
+    try:
+        write_run_json(run_dir, ALGO, args)
+        init_key, fit_key = jax.random.split(jax.random.key(args.seed))
+        policy = make_policy(spec, key=init_key)
+        policy = policy.with_normalizer(policy.normalizer.update(jnp.asarray(obs)))
+        records, start = [], time.perf_counter()
+
+        def log(done: int, loss: float) -> None:
+            records.append({"type": "train", "iteration": len(records) + 1, "env_steps": 0,
+                            "time/wall_s": time.perf_counter() - start, "train/bc_steps": done,
+                            "train/bc_loss": loss})  # fmt: skip
+            print(f"step {done}/{args.steps}: bridge-matching loss {loss:.4f}", flush=True)
+
+        data = (jnp.asarray(obs), jnp.asarray(pre_squash(actions, spec)))
+        policy = fit(policy, bc_loss(args.batch_size), data, args.steps, fit_key, args.lr,
+                     chunk=max(1, args.steps // 10), on_chunk=log)  # fmt: skip
+        if not all(np.isfinite(r["train/bc_loss"]) for r in records):
+            raise FloatingPointError("the fit went non-finite (NaN or inf loss); try a smaller --lr")
+        seed = eval_seed(args.seed, len(records))
+        result = evaluate(GSBPolicy(policy), args.env, n_episodes=args.eval_episodes, seed=seed)
+        returns, lengths = np.asarray(result.returns), np.asarray(result.lengths)
+        records.append({"type": "eval", "iteration": len(records), "env_steps": 0,
+                        "eval/return_deterministic": float(returns.mean()),
+                        "eval/return_deterministic_std": float(returns.std()),
+                        "eval/length_deterministic": float(lengths.mean())})  # fmt: skip
+        atomic_write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+        policy_dir = run_dir / "policy"
+        save_policy(policy, policy_dir)
+        write_results(policy_dir, env_id=args.env, algo=ALGO, returns=returns, lengths=lengths, seed=args.seed,
+                      env_steps=0, eval_seed=seed)  # fmt: skip
+    finally:
+        lock.release()
+    return policy_dir
+
+
+def main(argv=None) -> Path:
+    args = parse(Args, PRESETS, "cpu", __doc__, argv)
+    try:
+        policy_dir = train(args)
+    except (ValueError, RunFolderError) as err:
+        fail(str(err), USAGE)
+    except (MissingExtraError, FloatingPointError) as err:
+        fail(str(err), FAILURE)
+    print(closing_lines(policy_dir, FLOW_POLICY_HINT))
+    print(
+        f"  fine-tune it: python -m trainers.gsb_mdpo --env {args.env or '<the dataset env>'} --init-from {policy_dir}"
+    )
+    return policy_dir
+
+
+if __name__ == "__main__":
+    main()
