@@ -31,6 +31,7 @@ from ._core import api, compile_cache  # noqa: E402
 from ._core.cli import train_main  # noqa: E402
 from ._core.config import CriticArgs, OptimArgs, TrainArgs  # noqa: E402
 from ._core.envs import make_evaluator  # noqa: E402
+from ._core.init_from import refuse as refuse_init  # noqa: E402
 from ._core.lifecycle import Learner, RunLifecycle  # noqa: E402
 from .gaussian_ppo import GaussianPpo, GaussianPpoArgs  # noqa: E402
 from .gaussian_ppo import cpu_preset as gaussian_cpu  # noqa: E402
@@ -98,6 +99,7 @@ class Sb3Trainer(Learner):
         args.validate()
         compile_cache.enable(args.compile_cache)  # the Playground envs' jitted steps
         self.args = args
+        refuse_init(args.init, "ppo")  # SB3 builds its own Gaussian actor
         self.lifecycle = RunLifecycle("ppo", args)
         self.run_dir = self.lifecycle.run_dir
         with self.lifecycle.released_on_error():

@@ -23,6 +23,7 @@ from . import compile_cache, distributed
 from .algorithm import AbstractAlgorithm
 from .config import TrainArgs
 from .envs import make_backend
+from .init_from import start_actor
 from .lifecycle import Learner, RunLifecycle
 from .model import ActorCritic, Optimizers, ValueMLP, trainable_mask
 from .stats import EpisodeStats
@@ -45,16 +46,20 @@ def policy_spec(args: TrainArgs, env):
 
 def make_optimizers(args: TrainArgs) -> Optimizers:
     rollout = args.rollout
-    return Optimizers.make(args.optim, args.num_iterations * rollout.epochs * rollout.num_minibatches)
+    updates_per_iteration = rollout.epochs * rollout.num_minibatches
+    warmup_iterations = -(-args.init.critic_warmup_steps // rollout.steps_per_iteration)
+    return Optimizers.make(args.optim, args.num_iterations * updates_per_iteration,
+                           actor_frozen_updates=warmup_iterations * updates_per_iteration)  # fmt: skip
 
 
 def initial_state(algorithm: AbstractAlgorithm, args: TrainArgs, spec, optimizers: Optimizers):
-    """The training state a run of `args.seed` starts from, and the key its envs are reset with."""
+    """The training state a run of `args.seed` starts from, and the key its envs are reset with. With
+    `--init-from` the actor is the pretrained policy (the fresh one is still drawn, so the other keys of the
+    run are those of a fresh start)."""
     init_key, env_key, train_key = jax.random.split(jax.random.key(args.seed), 3)
     actor_key, critic_key = jax.random.split(init_key)
-    model = ActorCritic(
-        algorithm.make_actor(spec, args, key=actor_key), ValueMLP(spec.obs_dim, args.critic, key=critic_key)
-    )
+    actor = start_actor(algorithm.make_actor(spec, args, key=actor_key), args.init, algorithm.name)
+    model = ActorCritic(actor, ValueMLP(spec.obs_dim, args.critic, key=critic_key))
     opt_state = optimizers.init(eqx.filter(model, trainable_mask(model)))
     zero = jnp.zeros((), jnp.int32)
     return TrainState(model, opt_state, train_key, zero, zero), env_key

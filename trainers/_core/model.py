@@ -53,8 +53,14 @@ def trainable_mask(model: ActorCritic):
     )
 
 
-def _adam(lr: float, cosine: bool, max_grad_norm: float | None, num_updates: int):
-    schedule = optax.cosine_decay_schedule(lr, num_updates) if cosine else lr
+def _adam(lr: float, cosine: bool, max_grad_norm: float | None, num_updates: int, frozen_updates: int = 0):
+    """Adam at `lr` (cosine-decayed to 0 over the updates after the frozen ones); the first `frozen_updates`
+    updates have learning rate 0, which leaves the parameters exactly as they are (Adam's moments still
+    follow the gradients, so the first real step is not taken on empty statistics)."""
+    schedule = optax.cosine_decay_schedule(lr, num_updates - frozen_updates) if cosine else lr
+    if frozen_updates:
+        after = schedule if cosine else optax.constant_schedule(lr)
+        schedule = optax.join_schedules([optax.constant_schedule(0.0), after], [frozen_updates])
     adam = optax.adam(schedule)
     return adam if max_grad_norm is None else optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)
 
@@ -70,9 +76,13 @@ class Optimizers(eqx.Module):
     critic: optax.GradientTransformation = eqx.field(static=True)
 
     @staticmethod
-    def make(args: OptimArgs, num_updates: int) -> "Optimizers":
+    def make(args: OptimArgs, num_updates: int, actor_frozen_updates: int = 0) -> "Optimizers":
+        """`actor_frozen_updates`: the actor's learning rate is 0 for this many first updates (a critic
+        warm-up before fine-tuning a pretrained actor)."""
         return Optimizers(
-            _adam(args.actor_lr, args.actor_cosine_decay, args.max_grad_norm, num_updates),
+            _adam(
+                args.actor_lr, args.actor_cosine_decay, args.max_grad_norm, num_updates, actor_frozen_updates
+            ),
             _adam(args.critic_lr, args.critic_cosine_decay, args.max_grad_norm, num_updates),
         )
 

@@ -1,0 +1,94 @@
+"""Fine-tuning: a run's actor starts from a pretrained flow policy (`--init-from POLICY`) instead of a fresh one.
+
+The actor and its observation normaliser are the pretrained policy's; the critic starts fresh (optionally
+warmed up while the actor's learning rate is 0: `Optimizers.make`). Only trainers whose actor is a flow
+policy take it (GSB-MDPO, FPO, DPPO: one folder format), and the pretrained spec must be the one this run
+would build, field for field, so that what is fine-tuned is exactly what the config describes. run.json
+records the source and a hash of the pretrained weights (`provenance`).
+"""
+
+import dataclasses
+import functools
+import hashlib
+
+from gsbpolicy import FlowPolicy, GSBPolicy, PolicyFormatError, policy_tensors
+
+FLAG = "--init-from"
+
+# Where each spec field is set on the command line, for the message that names a mismatch.
+_ALGO_FIELDS = ("time_reversed", "clip_iterates", "parameterization")
+_ENV_FIELDS = ("obs_dim", "act_dim", "action_low", "action_high", "env_id")
+
+
+@functools.cache
+def load_pretrained(source: str) -> FlowPolicy:
+    """The flow policy `source` (a policy folder or Hub repo id) holds; loaded once per process (a seed
+    group's seeds and run.json share it). ValueError: it cannot be loaded or is not a flow policy."""
+    try:
+        policy = GSBPolicy.from_pretrained(source)
+    except (OSError, PolicyFormatError, ValueError) as err:  # missing folder, bad files, Hub errors
+        raise ValueError(f"{FLAG} {source}: cannot load it ({err})") from None
+    if policy.kind != "flow":
+        raise ValueError(f"{FLAG} {source}: a {policy.kind} policy; fine-tuning starts from a flow policy")
+    return policy.policy
+
+
+def weights_sha256(policy: FlowPolicy) -> str:
+    """A hash of the weights and observation statistics (independent of file layout and metadata)."""
+    digest = hashlib.sha256()
+    for name, array in sorted(policy_tensors(policy).items()):
+        digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _where(field: str) -> str:
+    if field in _ALGO_FIELDS:
+        return f"--algo.* ({field})"
+    if field in _ENV_FIELDS:
+        return "--env"
+    return f"--policy.{field.replace('_', '-')}"
+
+
+def spec_differences(pretrained, expected) -> list[str]:
+    """'field: pretrained X, this run Y' for every field that differs (the format version aside)."""
+    ours, theirs = dataclasses.asdict(expected), dataclasses.asdict(pretrained)
+    return [f"{name} (set by {_where(name)}): pretrained {theirs[name]!r}, this run {ours[name]!r}"
+            for name in ours if name != "format_version" and ours[name] != theirs[name]]  # fmt: skip
+
+
+def start_actor(actor, init, algo: str):
+    """The actor a run starts from: `actor` (freshly made for this run's spec), or with `init.source` the
+    pretrained policy, which must have exactly `actor`'s spec. ValueError with a one-line reason otherwise."""
+    if init.source is None:
+        return actor
+    if not isinstance(actor, FlowPolicy):
+        raise ValueError(
+            f"{FLAG}: {algo} trains a {type(actor).__name__}, not a flow policy; fine-tuning from a "
+            "pretrained flow policy is for gsb_mdpo, fpo and dppo"
+        )
+    pretrained = load_pretrained(init.source)
+    if differences := spec_differences(pretrained.spec, actor.spec):
+        raise ValueError(
+            f"{FLAG} {init.source}: its spec differs from this run's in {'; '.join(differences)}; pass the "
+            "pretrained values"
+        )
+    return pretrained
+
+
+def refuse(init, algo: str) -> None:
+    """For a trainer whose policy is not a flow policy and which does not build its actor through
+    `start_actor` (SB3 PPO): `--init-from` is an error, not silently ignored."""
+    if init.source is not None:
+        raise ValueError(
+            f"{FLAG}: {algo} does not start from a pretrained flow policy (gsb_mdpo, fpo and dppo do)"
+        )
+
+
+def provenance(args) -> dict:
+    """run.json's record of where the actor started: {"init": {"source", "weights_sha256"}} (empty for a
+    fresh actor, and for configs without an `init` group)."""
+    init = getattr(args, "init", None)
+    if init is None or init.source is None:
+        return {}
+    return {"init": {"source": init.source, "weights_sha256": weights_sha256(load_pretrained(init.source))}}
