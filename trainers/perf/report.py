@@ -1,11 +1,12 @@
-"""The README's "compile once, run many" numbers, generated from the committed measurements.
+"""The README's performance numbers, generated from the committed measurements.
 
     python -m trainers.perf.report            # regenerate the README block
     python -m trainers.perf.report --check    # exit 1 if the README block is out of date
 
 Reads hub_cards/results/raw/: `startup_cpu.json` (`trainers.perf.startup`), `seed_groups_*.json`
-(`trainers.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs before and after), and fills the README
-block `<!-- perf:compile-once:start -->` ... `<!-- perf:compile-once:end -->`. A missing file leaves its
+(`trainers.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs before and after) for the README block
+`<!-- perf:compile-once:start -->` ... `<!-- perf:compile-once:end -->`, and `new_user_steps.json` (the
+README's steps timed as a new user runs them) for `<!-- perf:new-user:... -->`. A missing file leaves its
 rows out.
 """
 
@@ -19,6 +20,7 @@ from trainers.benchmark.aggregate import README, readme_with_blocks
 
 RAW = Path(__file__).resolve().parents[2] / "hub_cards" / "results" / "raw"
 BLOCK = "perf:compile-once"
+NEW_USER_BLOCK = "perf:new-user"
 
 
 def _load(path: Path):
@@ -87,6 +89,26 @@ def block(raw: Path = RAW) -> str:
     return "\n".join(lines)
 
 
+def new_user_block(raw: Path = RAW) -> str:
+    """The Quickstart's timings: what each README step took when run as a new user would."""
+    data = _load(raw / "new_user_steps.json")
+    if data is None:
+        return ""
+    seconds = {step["step"]: step["seconds"] for step in data["steps"]}
+    train = seconds["train (the Quickstart)"]
+    load = data["load_average_start"][0]
+    return (f"On a 2-core CPU (load average {load:.1f} at the start: another job was running), training took "
+            f"{train // 60:.0f} min {train % 60:.0f} s and reached {data['final_return']}; then loading and "
+            f"evaluating the policy took {seconds['load and evaluate (Using a policy)']:.0f} s, the ONNX export "
+            f"{seconds['ONNX export']:.0f} s, the ONNX control loop {seconds['ONNX control loop']:.0f} s, and "
+            f"`hub_cards.publish --dry-run` (ONNX export and a 500-step replay video included) "
+            f"{seconds['publish --dry-run']:.0f} s (`hub_cards/results/raw/new_user_steps.json`).\n")  # fmt: skip
+
+
+def blocks() -> dict[str, str]:
+    return {BLOCK: block(), NEW_USER_BLOCK: new_user_block()}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m trainers.perf.report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -95,14 +117,14 @@ def main(argv=None) -> None:
     )
     opts = parser.parse_args(argv)
     text = README.read_text()
-    updated = readme_with_blocks(text, {BLOCK: block()})
+    updated = readme_with_blocks(text, blocks())
     if opts.check:
         if updated != text:
             sys.exit("out of date: run `python -m trainers.perf.report`")
-        print("README performance block is up to date")
+        print("README performance blocks are up to date")
         return
     atomic_write_text(README, updated)
-    print(f"wrote the {BLOCK} block of {README}")
+    print(f"wrote the {BLOCK} and {NEW_USER_BLOCK} blocks of {README}")
 
 
 if __name__ == "__main__":
