@@ -55,9 +55,10 @@ def test_action_noise_perturbs_the_recorded_actions_within_the_bounds(policy_dir
     assert np.all(np.abs(episode.actions) <= 3.0)
 
 
-def test_overwrite_replaces_a_dataset(policy_dir, tmp_path):
+def test_overwrite_replaces_a_dataset_given_by_a_relative_path(policy_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "again"
-    collect.main([str(policy_dir), "--out", str(out), "--episodes", "1"])
+    collect.main([str(policy_dir), "--out", "again", "--episodes", "1"])
     collect.main([str(policy_dir), "--out", str(out), "--episodes", "2", "--overwrite"])
     assert minari.MinariDataset(out / "data").total_episodes == 2
 

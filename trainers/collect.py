@@ -169,12 +169,13 @@ def collect(args: Args) -> np.ndarray:
     env = make_env(env_id)
     try:
         check_env(policy, env, env_id)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=args.out.parent, prefix=f".{args.out.name}.") as staging:
+        out = args.out.absolute()  # Minari mishandles relative dataset roots
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
             returns, written = record(policy, env, args, env_id, Path(staging))
-            if args.out.exists():
-                shutil.rmtree(args.out)
-            written.rename(args.out)
+            if out.exists():
+                shutil.rmtree(out)
+            written.rename(out)
     finally:
         env.close()
     return returns
