@@ -22,6 +22,19 @@ def test_importing_gsbpolicy_loads_no_training_stack():
     assert loaded.stdout.strip() == "", f"gsbpolicy import loaded: {loaded.stdout.strip()}"
 
 
+def test_a_gymnasium_run_does_not_import_mjx_or_playground():
+    """MJX and MuJoCo Playground take seconds to import: a Gymnasium run (the default one) must not pay that
+    at every start (trainers/_core/envs imports an env kind's code on first use)."""
+    script = (
+        "import sys\nfrom trainers import gsb_mdpo\nfrom trainers._core import cli, loop, envs\n"
+        "from trainers._core.config import check_env_id\n"
+        "check_env_id('InvertedPendulum-v5'); envs._load(envs._KINDS['gymnasium'][1])\n"
+        "print(','.join(m for m in ('mujoco_playground', 'mujoco.mjx') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "", f"a Gymnasium run imported: {loaded.stdout.strip()}"
+
+
 def test_code_outside_gsbpolicy_uses_its_public_names_only():
     """trainers, export and hub_cards import `gsbpolicy` and its public modules, never `gsbpolicy._*` (the
     tests may pin internals)."""

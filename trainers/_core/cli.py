@@ -162,9 +162,11 @@ def run_cli(args_type: type, presets: dict[str, Preset], make_algorithm, descrip
 def loop_trainer(algorithm, args):
     """The shared loop's trainer for `args`: a `SeedGroup` when `--seeds` names several seeds, else a `Trainer`
     (of `args.seed`, or of the one seed `--seeds` names, in the folder a group would give it)."""
+    from .config import for_seed
     from .loop import Trainer
-    from .seed_group import SeedGroup, seed_args
 
     if len(args.seeds) > 1:
+        from .seed_group import SeedGroup  # Playground only: imports MJX
+
         return SeedGroup(algorithm, args)
-    return Trainer(algorithm, seed_args(args, args.seeds[0]) if args.seeds else args)
+    return Trainer(algorithm, for_seed(args, args.seeds[0]) if args.seeds else args)

@@ -370,6 +370,13 @@ def check_env_id(env: str) -> None:
         )
 
 
+def for_seed(args: TrainArgs, seed: int) -> TrainArgs:
+    """The config of one seed of a `--seeds` group: that of the single-seed run it stands for, in
+    <output-dir>/seed_<s> when an output folder is given."""
+    output_dir = None if args.output_dir is None else args.output_dir / f"seed_{seed}"
+    return dataclasses.replace(args, seed=seed, seeds=(), output_dir=output_dir)
+
+
 def output_path(output_dir: Path | None, env: str, algo: str, seed: int) -> Path:
     """The run folder: `output_dir` if given, else runs/<env>/<algo>/seed_<seed>."""
     return output_dir if output_dir is not None else Path("runs") / env / algo / f"seed_{seed}"

@@ -31,7 +31,7 @@ import numpy as np
 from . import distributed
 from .algorithm import AbstractAlgorithm
 from .checkpoint import CheckpointError, commit_checkpoint, find_checkpoint, pending_iteration, read_meta
-from .config import TrainArgs
+from .config import TrainArgs, for_seed
 from .envs.playground_backend import PlaygroundBackend, PlaygroundEvaluator
 from .lifecycle import Learner, RunLifecycle
 from .loop import initial_state, make_optimizers, policy_spec, prepare_process
@@ -47,12 +47,6 @@ def stack(trees: list):
 def unstack(tree, index: int):
     """Entry `index` of a `stack`ed pytree."""
     return jax.tree.map(lambda x: x[index] if eqx.is_array(x) else x, tree)
-
-
-def seed_args(args: TrainArgs, seed: int) -> TrainArgs:
-    """The config of one seed of a group: that of the single-seed run it stands for."""
-    output_dir = None if args.output_dir is None else args.output_dir / f"seed_{seed}"
-    return dataclasses.replace(args, seed=seed, seeds=(), output_dir=output_dir)
 
 
 def align_checkpoints(run_dirs: list[Path]) -> None:
@@ -173,7 +167,7 @@ class SeedGroup:
     def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs):
         prepare_process(args)
         self.algorithm, self.args = algorithm, args
-        self.seed_args = [seed_args(args, seed) for seed in args.seeds]
+        self.seed_args = [for_seed(args, seed) for seed in args.seeds]
         # One progress bar for the group (the first seed's); every seed logs its own metrics.
         self.lifecycles = []
         try:

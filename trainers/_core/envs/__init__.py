@@ -7,6 +7,7 @@
   that brings its own envs (SB3), `make_env` for the bare env adapter.
 """
 
+import importlib
 from typing import Any
 
 from gsbpolicy import env_kind
@@ -14,19 +15,30 @@ from gsbpolicy import env_kind
 from ..algorithm import AbstractAlgorithm
 from ..config import TrainArgs
 from .base import EnvBackend, Timestep
-from .gym_backend import GymEvaluator, GymnasiumBackend
-from .gym_env import GymnasiumEnv
-from .playground_backend import PlaygroundBackend, PlaygroundEvaluator
-from .playground_env import PLAYGROUND_ENVS, PlaygroundEnv
 
 _KINDS = {
-    "playground": (PlaygroundEnv, PlaygroundBackend, PlaygroundEvaluator),
-    "gymnasium": (GymnasiumEnv, GymnasiumBackend, GymEvaluator),
-}
-"""env kind -> (env adapter, training backend, evaluator): the one place an env kind picks its code."""
+    "playground": (".playground_env:PlaygroundEnv", ".playground_backend:PlaygroundBackend",
+                   ".playground_backend:PlaygroundEvaluator"),
+    "gymnasium": (".gym_env:GymnasiumEnv", ".gym_backend:GymnasiumBackend", ".gym_backend:GymEvaluator"),
+}  # fmt: skip
+"""env kind -> (env adapter, training backend, evaluator): the one place an env kind picks its code. Modules are
+imported on first use: MJX and Playground take seconds to import, which a Gymnasium run should not pay."""
+
+_LAZY = {"PLAYGROUND_ENVS": ".playground_env", "PlaygroundEnv": ".playground_env", "GymnasiumEnv": ".gym_env"}
 
 
-def make_env(env_id: str, num_envs: int, **kwargs: Any) -> PlaygroundEnv | GymnasiumEnv:
+def _load(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module, __name__), name)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def make_env(env_id: str, num_envs: int, **kwargs: Any) -> "PlaygroundEnv | GymnasiumEnv":  # noqa: F821
     """Make B envs from an id: a Gymnasium id ("Hopper-v5") or a name from `PLAYGROUND_ENVS`.
 
     Args:
@@ -37,18 +49,18 @@ def make_env(env_id: str, num_envs: int, **kwargs: Any) -> PlaygroundEnv | Gymna
     Raises:
         ValueError: for a non-Gymnasium id that is not a Playground dm_control_suite name.
     """
-    return _KINDS[env_kind(env_id)][0].make(env_id, num_envs, **kwargs)
+    return _load(_KINDS[env_kind(env_id)][0]).make(env_id, num_envs, **kwargs)
 
 
 def make_backend(algorithm: AbstractAlgorithm, args: TrainArgs, devices=None) -> EnvBackend:
     """The training envs of `args.env` (and, for Playground, the mesh over `devices`, default all)."""
-    return _KINDS[env_kind(args.env)][1](algorithm, args, devices)
+    return _load(_KINDS[env_kind(args.env)][1])(algorithm, args, devices)
 
 
 def make_evaluator(algorithm: AbstractAlgorithm, args: TrainArgs):
     """`evaluate(actor, seed, deterministic, episodes=None) -> (returns, lengths)` by the protocol of
     `args.env`'s kind, on one device (for trainers with their own training envs)."""
-    return _KINDS[env_kind(args.env)][2](algorithm, args)
+    return _load(_KINDS[env_kind(args.env)][2])(algorithm, args)
 
 
 __all__ = ["PLAYGROUND_ENVS", "EnvBackend", "GymnasiumEnv", "PlaygroundEnv", "Timestep", "make_backend",
