@@ -176,7 +176,7 @@ def test_seeds_that_cannot_be_aligned_are_a_clear_error(tmp_path):
         align_checkpoints([tmp_path / "seed_0", tmp_path / "seed_1"])
 
 
-def test_the_benchmark_runner_groups_a_task_and_methods_seeds():
+def test_the_benchmark_runner_groups_a_task_and_methods_seeds(tmp_path, capsys):
     from trainers.benchmark import runner
     from trainers.benchmark.suites import SUITES
 
@@ -191,8 +191,20 @@ def test_the_benchmark_runner_groups_a_task_and_methods_seeds():
     assert seeds == [0, 1, 2] and folders == [base / "seed_0", base / "seed_1", base / "seed_2"]
     assert cmd[cmd.index("--seeds") + 1 : cmd.index("--seeds") + 4] == ["0", "1", "2"] and "--seed" not in cmd
     assert cmd[cmd.index("--output-dir") + 1] == str(base)
+    resumed = [("CartpoleSwingup", variant, s, base / f"seed_{s}", ["python", "--seed", str(s), "--resume"])
+               for s in (0, 1)] + runs[2:]  # fmt: skip
+    assert sorted(job[2] for job in runner.group_runs(suite, resumed)) == [
+        [0, 1],
+        [2],
+    ]  # fresh and resumed apart
     gym = [("Hopper-v5", variant, s, base / f"seed_{s}", ["python"]) for s in (0, 1)]
     assert [job[2] for job in runner.group_runs(suite, gym)] == [[0], [1]]  # host-side envs: one per process
+    dry = runner.BenchArgs(suite="cpu-playground", tasks=("CartpoleSwingup",), methods=("gsb_mdpo",),
+                           group_seeds=True, dry_run=True, runs_dir=tmp_path / "runs")  # fmt: skip
+    assert runner.run_suite(dry) == 0
+    assert (
+        "grouped: CartpoleSwingup gsb_mdpo seeds [0, 1, 2]: -m trainers.gsb_mdpo" in capsys.readouterr().out
+    )
 
 
 def _train_cli(cache: Path, run_dir: Path, seed: int, *extra: str) -> subprocess.CompletedProcess:

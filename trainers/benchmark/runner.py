@@ -460,6 +460,10 @@ def run_suite(args: BenchArgs) -> int:
     print(f"suite {suite.name}: {len(todo)} runs to do, results in {results_dir} ({suite.budget_note})")
     commands = _commands(args, suite, todo, ledger, results_dir)
     if args.dry_run:
+        if args.group_seeds:
+            for task, variant, seeds, _, cmd in group_runs(suite, commands):
+                if cmd is not None and len(seeds) > 1:
+                    print(f"grouped: {task} {variant.name} seeds {seeds}: {' '.join(cmd[1:])}")
         return 0
     if len(commands) < len(todo):
         _aggregate(suite.name, results_dir)
