@@ -2,6 +2,7 @@
 custom-env example, the Quickstart, "Using a policy" and the ONNX section. In bash blocks, `pip install`
 lines are skipped (the test environment has every extra) and each `python -m` line is run."""
 
+import json
 import re
 import shlex
 import subprocess
@@ -84,3 +85,29 @@ def test_using_a_policy_and_the_onnx_section_run_as_written(tmp_path, tiny_spec)
     ran = run_python(readme_example("onnx-run"), tmp_path)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert re.fullmatch(r"return -?\d+\.\d\n", ran.stdout)
+
+
+@pytest.mark.slow
+def test_demonstrations_to_a_published_fine_tuned_policy_run_as_written(tmp_path, tiny_spec):
+    # The Quickstart's policy, untrained, as the demonstrator: the chain is the point, not the returns.
+    (tmp_path / QUICKSTART_RUN).parent.mkdir(parents=True)
+    make_run_folder(tmp_path / QUICKSTART_RUN, tiny_spec)
+    steps = commands(readme_example("finetune", "bash"))
+    assert [argv[2] for argv in steps] == [
+        "trainers.collect", "trainers.bc", "trainers.gsb_mdpo", "export.onnx", "hub_cards.publish"
+    ]  # fmt: skip
+    # The README's sizes take minutes on two cores; these run the same commands in seconds.
+    smaller = {
+        "trainers.bc": ["--steps", "200", "--eval-episodes", "2"],
+        "hub_cards.publish": ["--no-onnx"],  # the export above already checked it
+        "trainers.gsb_mdpo": ["--total-steps", "2048", "--init.critic-warmup-steps", "1024", "--log.no-progress",
+                              "--eval.episodes", "2", "--eval.final-episodes", "2"],
+    }  # fmt: skip
+    for argv in steps:
+        done = run([*argv, *smaller.get(argv[2], [])], tmp_path)
+        assert done.returncode == 0, (argv[2], done.stderr[-3000:])
+    assert (tmp_path / "demos" / "data" / "metadata.json").is_file()
+    run_json = json.loads((tmp_path / "runs" / "finetune" / "run.json").read_text())
+    assert run_json["init"]["source"] == "runs/InvertedPendulum-v5/bc/seed_0/policy"
+    assert (tmp_path / "finetune.onnx").is_file()
+    assert (tmp_path / "runs" / "finetune" / "hub" / "README.md").is_file()
