@@ -56,18 +56,18 @@ def seed_group_lines(results: list[dict]) -> list[str]:
              "env steps/s, grouped / separate |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     notes = []
     for data in results:
+        mark = ""
+        if "note" in data:
+            notes.append(f"({chr(ord('a') + len(notes))}) {data['note']}.")
+            mark = f" ({chr(ord('a') + len(notes) - 1)})"
         for size in data["sizes"]:
-            extrapolated = size.get("separate_wall_extrapolated")
-            mark = " *" if extrapolated else ""
             lines.append(
                 f"| {data['env']}, {data['suite']} ({data['iterations']} iterations) | {_device(data)} | "
                 f"{size['seeds']} | {size['grouped_wall_s']:.0f} s | {size['separate_wall_s']:.0f} s{mark} | "
                 f"{size['wall_ratio_separate_over_grouped']:.2f}x | "
                 f"{size['throughput_ratio_grouped_over_separate']:.2f}x |"
             )
-            if extrapolated:
-                notes.append(f"\\* {data['note']}.")
-    return [*lines, "", *notes, *([""] if notes else [])]
+    return [*lines, "", *(f"{note}  " for note in notes), *([""] if notes else [])]
 
 
 def ci_lines(data: dict) -> list[str]:
