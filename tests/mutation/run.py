@@ -41,7 +41,10 @@ MODULES = {
     "sde": ("gsbpolicy/_sde.py", ["tests/test_sde.py", "tests/test_pins_core.py"]),
     "schedules": ("gsbpolicy/_schedules.py", ["tests/test_sde.py", "tests/test_pins_core.py"]),
     "normalizer": ("gsbpolicy/_normalizer.py", ["tests/test_normalizer.py", "tests/test_pins_core.py"]),
-    "networks": ("gsbpolicy/_networks.py", ["tests/test_gsbpolicy.py", "tests/test_pins_core.py"]),
+    "networks": (
+        "gsbpolicy/_networks.py",
+        ["tests/test_gsbpolicy.py", "tests/test_pins_core.py", "tests/test_pins_networks.py"],
+    ),
     "update": ("trainers/_core/update.py", ["tests/test_pins_update.py"]),
     "gsb_mdpo": ("trainers/gsb_mdpo.py", ["tests/test_gsb_mdpo.py", "tests/test_pins_losses.py"]),
     "gaussian_ppo": ("trainers/gaussian_ppo.py", ["tests/test_gaussian_ppo.py", "tests/test_pins_losses.py"]),
