@@ -1,0 +1,19 @@
+"""Measurement scripts (benchmarks, not tests): timings, throughputs and agreement checks; `write_result` ends
+each one."""
+
+
+def write_result(result: dict, out) -> None:
+    """End a measurement script: record the load average the machine ended at (a timing is only as good as
+    the quiet it ran in), print the result as JSON and, with `out`, save it there too."""
+    import json
+    import os
+    from pathlib import Path
+
+    from gsbpolicy.files import atomic_write_text
+
+    result["load_average_end"] = os.getloadavg()
+    text = json.dumps(result, indent=1)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(Path(out), text + "\n")
+    print(text)

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from trainers.benchmark.suites import SUITES
+from trainers.perf import write_result
 
 
 def trainer_command(opts, steps_per_iteration: int, seeds: list[int], out: Path) -> list[str]:
@@ -130,12 +131,7 @@ def main(argv=None) -> None:
         for size in opts.sizes:
             result["sizes"].append(measure(opts, size, Path(tmp), per_iteration))
             print(json.dumps(result["sizes"][-1]), flush=True)
-    result["load_average_end"] = os.getloadavg()
-    text = json.dumps(result, indent=1)
-    if opts.out:
-        opts.out.parent.mkdir(parents=True, exist_ok=True)
-        opts.out.write_text(text + "\n")
-    print(text)
+    write_result(result, opts.out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from trainers.benchmark.suites import SUITES
+from trainers.perf import write_result
 
 CASES = {
     "default (InvertedPendulum-v5, cpu preset)": ["--log.no-progress"],
@@ -71,12 +72,7 @@ def main(argv=None) -> None:
                       flush=True)  # fmt: skip
             result["cases"][name] = {"cold_s": cold, "warm_s": warm, "cache_off_s": off,
                                      "warm_over_cold": statistics.median(warm) / statistics.median(cold)}  # fmt: skip
-    result["load_average_end"] = os.getloadavg()
-    text = json.dumps(result, indent=1)
-    if opts.out:
-        opts.out.parent.mkdir(parents=True, exist_ok=True)
-        opts.out.write_text(text + "\n")
-    print(text)
+    write_result(result, opts.out)
 
 
 if __name__ == "__main__":
