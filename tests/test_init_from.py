@@ -61,12 +61,17 @@ def test_the_actor_starts_pretrained_and_stays_put_during_the_critic_warmup(pret
     try:
         start = trainer.state.model
         assert same_tensors(start.actor, policy), "weights and observation statistics are the pretrained ones"
-        trainer._collect_and_update()  # iteration 1 (64 env steps): the warm-up
+        warmup = trainer._collect_and_update()  # iteration 1 (64 env steps): the warm-up
         after_warmup = trainer.state.model
         assert same_tensors(after_warmup.actor.drift_net, policy.drift_net), "the actor did not move"
         assert not same_tensors(after_warmup.critic, start.critic), "the critic learned"
-        trainer._collect_and_update()  # iteration 2: the actor learns
-        assert not same_tensors(trainer.state.model.actor.drift_net, policy.drift_net)
+        assert same_tensors(after_warmup.reference, policy), "the yardstick is the pretrained policy, untrained"
+        assert warmup["path_kl_init"] == 0.0, "the rollout policy was the pretrained one"
+        trainer._collect_and_update()  # iteration 2: its rollout's policy is still the pretrained one
+        assert not same_tensors(trainer.state.model.actor.drift_net, policy.drift_net), "the actor learns"
+        assert same_tensors(trainer.state.model.reference, policy), "the reference never moves"
+        moved = trainer._collect_and_update()  # iteration 3 collected with the fine-tuned actor
+        assert moved["path_kl_init"] > 0.0
     finally:
         trainer.lifecycle.release()
         trainer.close()
@@ -116,6 +121,18 @@ def test_the_warmup_schedule_freezes_only_the_actor_for_its_updates():
         assert not np.array_equal(params.critic, before.critic)
 
 
+def test_a_warmup_as_long_as_the_run_keeps_the_actor_exactly_as_it_was():
+    """The fine-tuning suites' "pretrained only" column: the pretrained policy scored under the run's own
+    protocol (with a cosine schedule, whose decay would otherwise span zero updates)."""
+    params = ActorCritic(jnp.ones(3), jnp.ones(2))
+    args = OptimArgs(actor_lr=0.1, critic_lr=0.1, actor_cosine_decay=True)
+    optimizers = Optimizers.make(args, 6, actor_frozen_updates=6)
+    state = optimizers.init(params)
+    for _ in range(6):
+        params, state = optimizers.update(ActorCritic(jnp.ones(3), jnp.ones(2)), state, params)
+    assert np.array_equal(params.actor, jnp.ones(3)) and not np.array_equal(params.critic, jnp.ones(2))
+
+
 def _gaussian_folder(tmp_path):
     from gsbpolicy import GaussianActor, GaussianSpec
 
@@ -154,7 +171,7 @@ def test_bad_init_is_one_line(case, pretrained, tmp_path, capsys):
     elif case == "warmup alone":
         argv, expected = [*TINY_FLAGS, "--init.critic-warmup-steps", "64"], "0 without --init-from"
     elif case == "warmup too long":
-        argv, expected = [*argv, "--init.critic-warmup-steps", "128"], "< --total-steps (128)"
+        argv, expected = [*argv, "--init.critic-warmup-steps", "129"], "<= --total-steps (128"
     elif case == "negative warmup":
         argv, expected = [*argv, "--init.critic-warmup-steps", "-1"], ">= 0"
     elif case == "empty source":

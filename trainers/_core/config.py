@@ -307,8 +307,10 @@ class TrainArgs:
         for group in (self.rollout, self.optim, self.policy, self.critic, self.eval, self.log, self.init):
             group.validate()
         warmup = self.init.critic_warmup_steps
-        require(warmup == 0 or warmup < self.total_steps, "init.critic_warmup_steps",
-                f"< --total-steps ({self.total_steps}), or the actor never moves", warmup)  # fmt: skip
+        # Equal to the budget is allowed: the pretrained policy scored under this run's own protocol (the
+        # fine-tuning suites' "pretrained only" column); beyond it is a mistake.
+        require(warmup <= self.total_steps, "init.critic_warmup_steps",
+                f"<= --total-steps ({self.total_steps}; equal: the actor never moves)", warmup)  # fmt: skip
         for name, value in widths(self):
             require(value >= 1, name, ">= 1", value)
         check_env_id(self.env)

@@ -5,13 +5,19 @@ warmed up while the actor's learning rate is 0: `Optimizers.make`). Only trainer
 policy take it (GSB-MDPO, FPO, DPPO: one folder format), and the pretrained spec must be the one this run
 would build, field for field, so that what is fine-tuned is exactly what the config describes. run.json
 records the source and a hash of the pretrained weights (`provenance`).
+
+How far fine-tuning moves the policy is logged every iteration as `train/path_kl_init` (`path_kl`): the
+KL divergence of the actor's generation paths from the pretrained policy's, on the iteration's observations.
 """
 
 import dataclasses
 import functools
 import hashlib
 
-from gsbpolicy import FlowPolicy, GSBPolicy, PolicyFormatError, policy_tensors
+import jax
+import jax.numpy as jnp
+
+from gsbpolicy import FlowPolicy, GSBPolicy, PolicyFormatError, policy_tensors, sample_noise
 
 FLAG = "--init-from"
 
@@ -92,3 +98,34 @@ def provenance(args) -> dict:
     if init is None or init.source is None:
         return {}
     return {"init": {"source": init.source, "weights_sha256": weights_sha256(load_pretrained(init.source))}}
+
+
+PATH_KL_OBSERVATIONS = 256
+"""Observations of an iteration's rollout (evenly strided) on which `path_kl` is estimated: enough for a
+smooth curve, a small fraction of the update's cost."""
+
+
+def path_kl(actor: FlowPolicy, reference: FlowPolicy, obs, key) -> jax.Array | None:
+    """KL(P_actor || P_reference) between the two policies' generation paths, averaged over `obs` [B, obs_dim]
+    (raw observations; each policy applies its own normaliser).
+
+    Paths are drawn from the actor's SDE sampler; each Euler-Maruyama step is a Gaussian of variance
+    sigma_n^2 dt in both policies (the spec, so the schedule, is shared), so the path KL is the sum over steps
+    of their closed-form KLs, dt ||f_actor - f_reference||^2 / (2 sigma_n^2): the drift energy of the paper's
+    eq. 15, as GSB-MDPO's `path_kl_drift` measures it between consecutive policies. None for a noise-free
+    sampler (some sigma_n = 0), whose path measures are singular."""
+    with jax.ensure_compile_time_eval():
+        sigmas = actor.sigmas()
+        if not bool(jnp.all(sigmas > 0)):
+            return None
+    paths = jax.vmap(actor.sample)(obs, sample_noise(key, actor.spec, obs.shape[:1]))
+    _, reference_drifts = jax.vmap(reference.log_probs_and_drifts)(obs, paths.path)
+    weights = (1.0 / actor.spec.num_steps) / (2.0 * sigmas**2)
+    energy = jnp.sum((paths.drifts - reference_drifts) ** 2, axis=-1)  # [B, N]
+    return jnp.mean(jnp.sum(weights[None, :] * energy, axis=-1))
+
+
+def strided(obs, count: int = PATH_KL_OBSERVATIONS):
+    """About `count` observations spread evenly over a batch of any leading shape [..., obs_dim]."""
+    flat = obs.reshape(-1, obs.shape[-1])
+    return flat[:: max(1, flat.shape[0] // count)][:count]

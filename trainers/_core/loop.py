@@ -59,7 +59,8 @@ def initial_state(algorithm: AbstractAlgorithm, args: TrainArgs, spec, optimizer
     init_key, env_key, train_key = jax.random.split(jax.random.key(args.seed), 3)
     actor_key, critic_key = jax.random.split(init_key)
     actor = start_actor(algorithm.make_actor(spec, args, key=actor_key), args.init, algorithm.name)
-    model = ActorCritic(actor, ValueMLP(spec.obs_dim, args.critic, key=critic_key))
+    reference = actor if args.init.source is not None else None  # what `path_kl_init` is measured against
+    model = ActorCritic(actor, ValueMLP(spec.obs_dim, args.critic, key=critic_key), reference)
     opt_state = optimizers.init(eqx.filter(model, trainable_mask(model)))
     zero = jnp.zeros((), jnp.int32)
     return TrainState(model, opt_state, train_key, zero, zero), env_key

@@ -24,10 +24,15 @@ class ValueMLP(eqx.Module):
 
 
 class ActorCritic(eqx.Module):
-    """An actor with a `normalizer` field (the deployed policy) and a critic sharing that normalizer."""
+    """An actor with a `normalizer` field (the deployed policy) and a critic sharing that normalizer.
+
+    `reference`: for a fine-tuning run (`--init-from`), the pretrained policy as it was loaded, never
+    trained; the update measures how far the actor has moved from it (`path_kl_init`). None otherwise.
+    """
 
     actor: eqx.Module
     critic: ValueMLP
+    reference: eqx.Module | None = None
 
     @property
     def normalizer(self) -> RunningNorm:
@@ -48,15 +53,23 @@ def trainable_mask(model: ActorCritic):
     away from them.
     """
     mask = jax.tree.map(eqx.is_inexact_array, model)
-    return eqx.tree_at(
-        lambda m: m.actor.normalizer, mask, replace_fn=lambda n: jax.tree.map(lambda _: False, n)
+    mask = eqx.tree_at(lambda m: m.actor.normalizer, mask, replace_fn=_all_false)
+    # The reference policy is a fixed yardstick, not a parameter: no gradient step or Adam state for it.
+    return (
+        mask if model.reference is None else eqx.tree_at(lambda m: m.reference, mask, replace_fn=_all_false)
     )
+
+
+def _all_false(tree):
+    return jax.tree.map(lambda _: False, tree)
 
 
 def _adam(lr: float, cosine: bool, max_grad_norm: float | None, num_updates: int, frozen_updates: int = 0):
     """Adam at `lr` (cosine-decayed to 0 over the updates after the frozen ones); the first `frozen_updates`
     updates have learning rate 0, which leaves the parameters exactly as they are (Adam's moments still
     follow the gradients, so the first real step is not taken on empty statistics)."""
+    if frozen_updates >= num_updates:  # frozen for the whole run (a pretrained policy scored, never trained)
+        return optax.set_to_zero()
     schedule = optax.cosine_decay_schedule(lr, num_updates - frozen_updates) if cosine else lr
     if frozen_updates:
         after = schedule if cosine else optax.constant_schedule(lr)

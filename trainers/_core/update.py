@@ -18,6 +18,7 @@ from .algorithm import AbstractAlgorithm
 from .config import TrainArgs
 from .distributed import AXIS, constrain
 from .gae import compute_gae
+from .init_from import path_kl, strided
 from .model import ActorCritic, Optimizers, trainable_mask
 from .rollout import Transition
 
@@ -180,6 +181,22 @@ def _next_state(model: ActorCritic, opt_state, key, state: TrainState, data: Tra
     return state, {**metrics, **{FINITE + name: ok for name, ok in finite.items()}}
 
 
+def _reference_metrics(state: TrainState, data: Transition) -> dict:
+    """`path_kl_init` for a fine-tuning run: how far the policy that collected this iteration's rollout has
+    moved from the pretrained one. Its noise is folded from the state's key, leaving the run's own key stream
+    (and so every other number) as it would be without the measurement."""
+    reference = state.model.reference
+    if reference is None:
+        return {}
+    key = jax.random.fold_in(state.key, PATH_KL_STREAM)
+    kl = path_kl(state.model.actor, reference, strided(data.obs), key)
+    return {} if kl is None else {"path_kl_init": kl}
+
+
+PATH_KL_STREAM = 0x9A7
+"""`fold_in` tag of the noise `path_kl_init` is estimated with."""
+
+
 def make_update(
     algorithm: AbstractAlgorithm, args: TrainArgs, optimizers: Optimizers, mesh: Mesh | None = None
 ):
@@ -206,6 +223,9 @@ def make_update(
         (arrays, opt_state, _, _), (metrics, finite) = jax.lax.scan(
             epoch, (arrays, state.opt_state, update_key, batch), None, length=rollout.epochs
         )
-        return _next_state(eqx.combine(arrays, static), opt_state, key, state, data, metrics, finite)
+        new_state, metrics = _next_state(
+            eqx.combine(arrays, static), opt_state, key, state, data, metrics, finite
+        )
+        return new_state, {**metrics, **_reference_metrics(state, data)}
 
     return update

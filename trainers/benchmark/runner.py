@@ -31,6 +31,7 @@ from gsbpolicy.files import atomic_write_text
 
 from .._core.cli import tyro_cli
 from .._core.runlog import read_jsonl as read_ledger
+from . import pretraining
 from .aggregate import RESULTS_DIR as COMMITTED
 from .compare import write_comparison
 from .suites import SUITES, Suite, Variant, available_methods
@@ -140,10 +141,12 @@ def run_dir(args: BenchArgs, suite: Suite, task: str, variant: Variant, seed: in
 
 
 def command(suite: Suite, task: str, variant: Variant, seed: int, directory: Path, resume: bool) -> list[str]:
+    pretrained = str(pretraining.policy_path(directory, seed))
+    variant_args = [pretrained if arg == pretraining.PRETRAINED else arg for arg in variant.args]
     return [
         sys.executable, "-m", f"trainers.{variant.method}", "--preset", variant.preset or suite.preset,
         "--env", task, "--seed", str(seed), "--total-steps", str(suite.total_steps), "--output-dir", str(directory),
-        *(suite.args if variant.shared_geometry else ()), *suite.eval_args, *variant.args,
+        *(suite.args if variant.shared_geometry else ()), *suite.eval_args, *variant_args,
         *(["--resume"] if resume else []),
     ]  # fmt: skip
 
@@ -321,7 +324,6 @@ def collect_record(
         "deterministic": [r["eval/return_deterministic"] for r in evals],
         "stochastic": [r.get("eval/return_stochastic") for r in evals],
     }
-    clip = [(r["env_steps"], r["train/step_clip_frac"]) for r in trains if "train/step_clip_frac" in r]
     cost = _cost_so_far(directory)
     # The trainer's own clock (kept in its checkpoints across resumes) is a floor for the end-to-end time:
     # an attempt whose runner was killed before `ATTEMPT_FILE` existed left no end-to-end record.
@@ -332,12 +334,19 @@ def collect_record(
         "command": ledger_command(suite, task, variant, seed, directory),
         "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
         "curve": curve,
-        "step_clip_frac": {"env_steps": [c[0] for c in clip], "value": [c[1] for c in clip]} if clip else None,
+        "step_clip_frac": _train_curve(trains, "train/step_clip_frac"),
+        "path_kl_init": _train_curve(trains, "train/path_kl_init"),
         "cost": cost, "concurrent_runs": jobs, "seed_group": run.get("seed_group"),
         "git": run["git"], "packages": run["packages"], "device": run["device"],
         "hardware": hardware(),
         "finished": results["date"],
     }  # fmt: skip
+
+
+def _train_curve(trains: list[dict], key: str) -> dict | None:
+    """A training metric at every iteration that logged it ({"env_steps", "value"}), None if none did."""
+    points = [(r["env_steps"], r[key]) for r in trains if key in r]
+    return {"env_steps": [p[0] for p in points], "value": [p[1] for p in points]} if points else None
 
 
 def hardware() -> dict:
@@ -467,12 +476,21 @@ def run_suite(args: BenchArgs) -> int:
         return 0
     if len(commands) < len(todo):
         _aggregate(suite.name, results_dir)
+    _prepare(suite, commands)
     failures = _run_all(args, suite, commands, ledger, results_dir)
     if results_dir.resolve() != COMMITTED.resolve() and (results_dir / f"{suite.name}.json").exists():
         print(write_comparison(suite.name, results_dir))
     if failures:
         print(f"{len(failures)} runs failed: {failures}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _prepare(suite: Suite, commands: list[tuple]) -> None:
+    """Build the demonstrations and cloned policies the fine-tuning runs to do start from, before any of them
+    runs (one after another: the runs of a task share its demonstrations)."""
+    for task, variant, seed, directory, cmd in commands:
+        if cmd is not None and pretraining.uses_pretrained(variant.args):
+            pretraining.prepare(suite, task, seed, directory)
 
 
 def _train(cmd: list[str] | None, folders: list[Path], sample_interval: float) -> None:

@@ -12,6 +12,7 @@ and shrink only the rollout geometry and the budget, so that one method x task x
 import dataclasses
 
 from ..registry import ALGORITHMS, PROPOSED, get_algo, paper_methods
+from .pretraining import PRETRAINED, Pretraining
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Suite:
     """CLI overrides of the evaluation, shared by every column (so every column is scored alike)."""
     eval_protocol: str = ""
     budget_note: str = ""
+    pretraining: Pretraining | None = None
+    """For a fine-tuning suite: the demonstrations and cloned policies its `{pretrained}` variants start from."""
     kind: str = "benchmark"
     """"benchmark" (returns tables and curves), "ablation" (adds the clip-fraction curve) or "compute"
     (the paper's Table 3: wall-clock and memory relative to same-pipeline Gaussian PPO)."""
@@ -99,6 +102,45 @@ _CPU_GYM_EVAL = ("--eval.interval-steps", "0", "--eval.num-evals", "10")
 # CPU geometry for Playground tasks: 256 envs x 30 steps x 4 unrolls, 8 minibatches of 128 sequences, 16 epochs.
 _CPU_PLAYGROUND_GEOMETRY = ("--rollout.num-envs", "256", "--rollout.unrolls-per-iteration", "4",
                             "--rollout.num-minibatches", "8", "--eval.num-envs", "32")  # fmt: skip
+
+# The fine-tuning suite's policy: GSB-MDPO's Table 2 column (`trainers.gsb_mdpo.gym_preset`; a test checks
+# these flags against it), which behaviour cloning fits and every fine-tuning column then trains.
+_GSB_GYM_POLICY = ("--policy.num-steps", "16", "--policy.width", "256", "--policy.depth", "3",
+                   "--policy.activation", "silu", "--policy.time-embedding", "fourier", "--policy.time-embed-dim", "16",
+                   "--policy.output-scale", "0.25", "--policy.sigma-schedule", "linear", "--policy.sigma-max", "3.0",
+                   "--policy.sigma-min", "0.3", "--policy.squash", "clip")  # fmt: skip
+_FINETUNE_STEPS = 100_000
+_FINETUNE = ("--init-from", PRETRAINED, "--init.critic-warmup-steps", "8192")
+"""Fine-tuning: start from the seed's cloned policy; 4 iterations of critic warm-up before the actor moves."""
+
+
+def _finetune_variants() -> tuple[Variant, ...]:
+    # FPO's and DPPO's Table 2 columns train other samplers (FPO: noise-free Euler with clipped iterates;
+    # DPPO: the DDPM chain). Starting from the same cloned policy means training its sampler: their own
+    # coefficients and learning rates, GSB-MDPO's policy spec (`--init-from` refuses any other).
+    return (
+        # The cloned policy scored under the same protocol: the critic learns, the actor never moves
+        # (one epoch per iteration, as nothing else depends on it).
+        Variant(
+            "bc",
+            "gsb_mdpo",
+            (
+                "--init-from",
+                PRETRAINED,
+                "--init.critic-warmup-steps",
+                str(_FINETUNE_STEPS),
+                "--rollout.epochs",
+                "1",
+            ),
+        ),  # fmt: skip
+        Variant("gsb_mdpo", "gsb_mdpo", _FINETUNE),
+        Variant("gsb_mdpo:lambda=0", "gsb_mdpo", (*_FINETUNE, "--algo.kl-coef", "0")),
+        Variant("gsb_mdpo:lambda=0.8", "gsb_mdpo", (*_FINETUNE, "--algo.kl-coef", "0.8")),
+        Variant("fpo", "fpo", (*_FINETUNE, *_GSB_GYM_POLICY, "--algo.no-clip-iterates")),
+        Variant("dppo", "dppo", (*_FINETUNE, *_GSB_GYM_POLICY, "--algo.no-time-reversed", "--algo.no-ddpm")),
+        Variant("gsb_mdpo:scratch", "gsb_mdpo"),
+    )
+
 
 SUITES: dict[str, Suite] = {
     s.name: s
@@ -211,6 +253,32 @@ SUITES: dict[str, Suite] = {
             budget_note="1M env steps, as cpu-gym (the paper: 40M steps, 2 seeds); the default variant has "
             "N=16 generation steps and is cpu-gym's GSB-MDPO run",
             kind="ablation",
+        ),
+        Suite(
+            name="finetune-cpu-gym",
+            description="Fine-tuning from demonstrations on two Gymnasium tasks: a flow policy cloned from a "
+            "medium Gaussian PPO policy's episodes, then fine-tuned by GSB-MDPO (three lambdas), FPO and DPPO, "
+            "against the clone alone and GSB-MDPO from scratch at the same budget.",
+            tasks=("Hopper-v5", "HalfCheetah-v5"),
+            total_steps=_FINETUNE_STEPS,
+            seeds=(0, 1, 2),
+            preset="gym",
+            variants=_finetune_variants(),
+            args=_CPU_GYM_GEOMETRY,
+            eval_args=_CPU_GYM_EVAL,
+            eval_protocol="10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations",
+            budget_note="100k env steps per run after the demonstrations: the demonstrator is cpu-gym's Gaussian "
+            "PPO stopped at 200k steps (seed 0), 30 episodes recorded with action noise 0.1, one clone per seed "
+            "(5,000 bridge-matching steps); `bc` is that clone scored under the same protocol (actor frozen), "
+            "`gsb_mdpo` the fine-tuning at the preset's lambda = 0.08, `gsb_mdpo:scratch` a fresh actor",
+            pretraining=Pretraining(
+                demonstrator="gaussian_ppo",
+                demonstrator_steps=200_000,
+                episodes=30,
+                action_noise=0.1,
+                bc_args=(*_GSB_GYM_POLICY, "--steps", "5000"),
+            ),
+            kind="finetune",
         ),
         Suite(
             name="compute-cpu",
