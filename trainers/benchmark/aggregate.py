@@ -98,6 +98,17 @@ def _entry(runs: list[dict]) -> dict:
         "runs_sharing_machine": sum(r.get("concurrent_runs", 1) > 1 for r in runs),
         "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
     }
+    kls = [r["path_kl_init"] for r in runs if r.get("path_kl_init")]
+    if len(kls) == len(runs):  # a fine-tuning column: how far each seed's policy moved from its clone
+        n = min(len(k["value"]) for k in kls)
+        values = np.asarray([k["value"][:n] for k in kls])
+        entry["path_kl_init"] = {
+            "env_steps": kls[0]["env_steps"][:n],
+            "mean": _round(values.mean(0)),
+            "final_per_seed": _round(values[:, -1]),
+            "final_mean": _round(values[:, -1].mean())[0],
+            "final_std": _round(values[:, -1].std())[0],
+        }
     clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
     if clips:
         n = min(len(c["value"]) for c in clips)
@@ -298,6 +309,8 @@ def markdown(summary: dict) -> str:
             "",
             f"Runs shared with another suite (the same trainer command, trained once): {'; '.join(shared)}.",
         ]
+    if summary["kind"] == "finetune":
+        lines += _finetune_lines(summary)
     if ablation:
         lines += ["", "| task | variant | deterministic ODE eval | stochastic SDE eval | P(ODE > SDE) | step-clip "
                   "fraction: mean over training (peak) |", "|---|---|---|---|---|---|"]  # fmt: skip
@@ -360,6 +373,26 @@ def _fastest_lines(summary: dict, variants: list[str]) -> list[str]:
     return ["", f"Fastest run per method, minutes end to end {text}."]
 
 
+def _finetune_lines(summary: dict) -> list[str]:
+    """How far each fine-tuning column moved from the policy it started from (the lambda trade-off), and the
+    verdicts a reader of a fine-tuning suite asks for first, in words."""
+    lines = ["", "Path KL from the cloned policy (`train/path_kl_init`: the KL of the policy's generation paths "
+             "from the clone's, on each iteration's observations) at the last iteration, mean ± std across seeds, "
+             "beside the final return:", "", "| task | column | final return | path KL to the clone |",
+             "|---|---|---|---|"]  # fmt: skip
+    for task, entries in summary["tasks"].items():
+        for v, e in entries.items():
+            kl = e.get("path_kl_init")
+            kl_text = f"{kl['final_mean']:.3g} ± {kl['final_std']:.2g}" if kl else "- (fresh actor)"
+            lines.append(f"| {task} | {v} | {_mean_std_cell({v: e}, e)} | {kl_text} |")
+    lines += ["", "In words (GSB-MDPO fine-tuned, the `gsb_mdpo` column, against each other column; the same "
+              "rule as above):"]  # fmt: skip
+    for task, entries in summary["tasks"].items():
+        against = [f"{v}: {e['comparison']['verdict']}" for v, e in entries.items() if e.get("comparison")]
+        lines.append(f"- {task}: " + ("; ".join(against) if against else "no comparison yet") + ".")
+    return lines
+
+
 def _clip_text(entry: dict) -> str:
     clip = entry.get("step_clip_frac")
     return f"{clip['mean_over_training']:.3f} ({clip['peak']:.3f})" if clip else "-"
@@ -420,7 +453,8 @@ def plot(summary: dict) -> bytes | None:
 
     tasks = list(summary["tasks"])
     ablation = summary["kind"] == "ablation"
-    panels = len(tasks) + (1 if ablation else 0)
+    finetune = summary["kind"] == "finetune"
+    panels = len(tasks) * (2 if finetune else 1) + (1 if ablation else 0)
     cols = min(panels, 4)
     rows = -(-panels // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False, dpi=100)
@@ -446,6 +480,15 @@ def plot(summary: dict) -> bytes | None:
         ax.set_title(f"step-clip fraction ({tasks[0]})")
         ax.set_xlabel("env steps (M)")
         ax.grid(alpha=0.3)
+    if finetune:
+        for ax, task in zip(list(axes.flat)[len(tasks) :], tasks, strict=False):
+            for v, e in summary["tasks"][task].items():
+                if "path_kl_init" in e:
+                    x = np.asarray(e["path_kl_init"]["env_steps"]) / 1e6
+                    ax.plot(x, e["path_kl_init"]["mean"], label=v, color=colors(variants.index(v) % 10), lw=1)
+            ax.set_title(f"path KL to the clone ({task})")
+            ax.set_xlabel("env steps (M)")
+            ax.grid(alpha=0.3)
     for ax in list(axes.flat)[panels:]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)

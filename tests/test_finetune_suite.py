@@ -1,0 +1,112 @@
+"""The fine-tuning suite: its clone's policy is GSB-MDPO's Table 2 column, every fine-tuning run starts from its
+seed's clone, the pretraining steps are built once and resumed, and the summary reports the path KL to the
+clone and the verdicts in words."""
+
+import json
+import sys
+
+import pytest
+
+from trainers import bc, fpo, gsb_mdpo
+from trainers._core.cli import parse
+from trainers.benchmark import aggregate, pretraining
+from trainers.benchmark import runner as benchmark
+from trainers.benchmark.suites import SUITES
+
+SUITE = SUITES["finetune-cpu-gym"]
+
+
+def test_the_clone_has_the_spec_every_fine_tuning_column_trains():
+    clone = parse(bc.Args, bc.PRESETS, "cpu", "", ["--dataset", "d", *SUITE.pretraining.bc_args])
+    assert clone.policy == gsb_mdpo.gym_preset("Hopper-v5").policy
+    # FPO's column, with its variant's flags, builds that spec (so `--init-from` accepts the clone).
+    argv = benchmark.command(SUITE, "Hopper-v5", SUITE.variant("fpo"), 0, SUITE_DIR / "fpo" / "seed_0", False)
+    args = parse(fpo.Args, fpo.PRESETS, "cpu", "", argv[3:])
+    assert args.policy == clone.policy and not args.algo.clip_iterates and not args.algo.time_reversed
+
+
+SUITE_DIR = pretraining.Path("runs/benchmarks/finetune-cpu-gym/Hopper-v5")
+
+
+def test_each_fine_tuning_run_starts_from_its_seeds_clone_and_scratch_from_nothing():
+    for variant in SUITE.variants:
+        argv = benchmark.command(SUITE, "Hopper-v5", variant, 2, SUITE_DIR / variant.name / "seed_2", False)
+        clone = str(SUITE_DIR / "pretraining" / "bc" / "seed_2" / "policy")
+        assert (clone in argv) == (variant.name != "gsb_mdpo:scratch"), variant.name
+        assert pretraining.PRETRAINED not in argv
+    bc_only = benchmark.command(SUITE, "Hopper-v5", SUITE.variant("bc"), 0, SUITE_DIR / "bc" / "seed_0", False)
+    assert bc_only[bc_only.index("--init.critic-warmup-steps") + 1] == str(SUITE.total_steps)
+
+
+def _fake_steps(monkeypatch, calls):
+    """Each step's subprocess replaced by writing what the real command leaves behind when it finishes."""
+
+    def call(cmd, stdout, stderr):
+        calls.append(cmd)
+        if "--output-dir" in cmd:
+            run = pretraining.Path(cmd[cmd.index("--output-dir") + 1])
+            (run / "policy").mkdir(parents=True, exist_ok=True)
+            (run / "run.json").write_text("{}")
+            (run / "policy" / "results.json").write_text("{}")
+        else:
+            out = pretraining.Path(cmd[cmd.index("--out") + 1])
+            (out / "data").mkdir(parents=True)
+            (out / "data" / "metadata.json").write_text("{}")
+        return 0
+
+    monkeypatch.setattr(pretraining.subprocess, "call", call)
+
+
+def test_pretraining_is_built_once_per_task_and_an_interrupted_step_resumes(tmp_path, monkeypatch):
+    calls = []
+    _fake_steps(monkeypatch, calls)
+    run = tmp_path / "finetune-cpu-gym" / "Hopper-v5" / "gsb_mdpo" / "seed_0"
+    policy = pretraining.prepare(SUITE, "Hopper-v5", 0, run)
+    root = tmp_path / "finetune-cpu-gym" / "Hopper-v5" / "pretraining"
+    assert policy == root / "bc" / "seed_0" / "policy"
+    modules = [cmd[2] for cmd in calls]
+    assert modules == ["trainers.gaussian_ppo", "trainers.collect", "trainers.bc"]
+    assert calls[0][calls[0].index("--total-steps") + 1] == "200000" and calls[0][0] == sys.executable
+    calls.clear()
+    pretraining.prepare(SUITE, "Hopper-v5", 0, run)
+    assert calls == [], "nothing is rebuilt"
+    # Seed 1's clone is new; an interrupted one (run.json, no results) continues with --resume.
+    (root / "bc" / "seed_1").mkdir(parents=True)
+    (root / "bc" / "seed_1" / "run.json").write_text("{}")
+    pretraining.prepare(SUITE, "Hopper-v5", 1, run.parent / "seed_1")
+    assert [cmd[2] for cmd in calls] == ["trainers.bc"] and calls[0][-1] == "--resume"
+
+
+def test_a_failed_pretraining_step_is_one_line_naming_its_log(tmp_path, monkeypatch):
+    monkeypatch.setattr(pretraining.subprocess, "call", lambda cmd, stdout, stderr: 3)
+    run = tmp_path / "finetune-cpu-gym" / "Hopper-v5" / "gsb_mdpo" / "seed_0"
+    with pytest.raises(pretraining.CommandError, match=r"pretraining step demonstrator failed \(exit code 3\)"):
+        pretraining.prepare(SUITE, "Hopper-v5", 0, run)
+
+
+def _record(variant, seed, final, kl):
+    return {"task": "Hopper-v5", "variant": variant, "method": "gsb_mdpo", "seed": seed,
+            "final": {"mean": final, "std": 0.0, "n_episodes": 10, "deterministic": True, "env_steps": 100},
+            "curve": {"env_steps": [50, 100], "deterministic": [final, final], "stochastic": [final, final]},
+            "step_clip_frac": None, "cost": {"wall_s": 60.0},
+            "path_kl_init": None if kl is None else {"env_steps": [50, 100], "value": [kl / 2, kl]},
+            "git": {"commit": "abc"}, "hardware": {"cpu": "x", "cores": 2, "gpu": None}}  # fmt: skip
+
+
+def test_the_summary_reports_the_path_kl_to_the_clone_and_the_verdicts_in_words():
+    records = [
+        *(_record("bc", s, 100.0 + s, 0.0) for s in range(3)),
+        *(_record("gsb_mdpo", s, 200.0 + s, 1.0 + s) for s in range(3)),
+        *(_record("gsb_mdpo:scratch", s, 300.0 + s, None) for s in range(3)),
+    ]
+    summary = aggregate.summarize("finetune-cpu-gym", records)
+    hopper = summary["tasks"]["Hopper-v5"]
+    assert hopper["gsb_mdpo"]["path_kl_init"]["final_per_seed"] == [1.0, 2.0, 3.0]
+    assert hopper["gsb_mdpo"]["path_kl_init"]["mean"] == [1.0, 2.0]
+    assert "path_kl_init" not in hopper["gsb_mdpo:scratch"]
+    table = aggregate.markdown(summary)
+    assert "| Hopper-v5 | gsb_mdpo | 201.0 ± 0.8 (3) | 2 ± 0.82 |" in table
+    assert "| Hopper-v5 | gsb_mdpo:scratch | 301.0 ± 0.8 (3) | - (fresh actor) |" in table
+    assert "- Hopper-v5: bc: better; gsb_mdpo:scratch: worse." in table
+    assert aggregate.plot(summary)[:4] == b"\x89PNG"
+    json.dumps(summary)  # the committed summary is JSON
