@@ -34,7 +34,9 @@ def test_each_fine_tuning_run_starts_from_its_seeds_clone_and_scratch_from_nothi
         clone = str(SUITE_DIR / "pretraining" / "bc" / "seed_2" / "policy")
         assert (clone in argv) == (variant.name != "gsb_mdpo:scratch"), variant.name
         assert pretraining.PRETRAINED not in argv
-    bc_only = benchmark.command(SUITE, "Hopper-v5", SUITE.variant("bc"), 0, SUITE_DIR / "bc" / "seed_0", False)
+    bc_only = benchmark.command(
+        SUITE, "Hopper-v5", SUITE.variant("bc"), 0, SUITE_DIR / "bc" / "seed_0", False
+    )
     assert bc_only[bc_only.index("--init.critic-warmup-steps") + 1] == str(SUITE.total_steps)
 
 
@@ -80,7 +82,9 @@ def test_pretraining_is_built_once_per_task_and_an_interrupted_step_resumes(tmp_
 def test_a_failed_pretraining_step_is_one_line_naming_its_log(tmp_path, monkeypatch):
     monkeypatch.setattr(pretraining.subprocess, "call", lambda cmd, stdout, stderr: 3)
     run = tmp_path / "finetune-cpu-gym" / "Hopper-v5" / "gsb_mdpo" / "seed_0"
-    with pytest.raises(pretraining.CommandError, match=r"pretraining step demonstrator failed \(exit code 3\)"):
+    with pytest.raises(
+        pretraining.CommandError, match=r"pretraining step demonstrator failed \(exit code 3\)"
+    ):
         pretraining.prepare(SUITE, "Hopper-v5", 0, run)
 
 

@@ -65,7 +65,9 @@ def test_the_actor_starts_pretrained_and_stays_put_during_the_critic_warmup(pret
         after_warmup = trainer.state.model
         assert same_tensors(after_warmup.actor.drift_net, policy.drift_net), "the actor did not move"
         assert not same_tensors(after_warmup.critic, start.critic), "the critic learned"
-        assert same_tensors(after_warmup.reference, policy), "the yardstick is the pretrained policy, untrained"
+        assert same_tensors(after_warmup.reference, policy), (
+            "the yardstick is the pretrained policy, untrained"
+        )
         assert warmup["path_kl_init"] == 0.0, "the rollout policy was the pretrained one"
         trainer._collect_and_update()  # iteration 2: its rollout's policy is still the pretrained one
         assert not same_tensors(trainer.state.model.actor.drift_net, policy.drift_net), "the actor learns"
