@@ -260,5 +260,9 @@ def render_card(
         hyperparameters=_flatten(run["args"]),
         packages=sorted((name, version or "not installed") for name, version in run["packages"].items()),
         bibtex=BIBTEX,
+        init=run.get("init"),
+        path_kl_init=next(
+            (r["train/path_kl_init"] for r in reversed(train) if "train/path_kl_init" in r), None
+        ),
     )
     return str(card).rstrip("\n") + "\n"

@@ -110,4 +110,7 @@ def test_demonstrations_to_a_published_fine_tuned_policy_run_as_written(tmp_path
     run_json = json.loads((tmp_path / "runs" / "finetune" / "run.json").read_text())
     assert run_json["init"]["source"] == "runs/InvertedPendulum-v5/bc/seed_0/policy"
     assert (tmp_path / "finetune.onnx").is_file()
-    assert (tmp_path / "runs" / "finetune" / "hub" / "README.md").is_file()
+    card = (tmp_path / "runs" / "finetune" / "hub" / "README.md").read_text()
+    # The card says where training started and how far it moved from there.
+    assert "Fine-tuned from the pretrained policy `runs/InvertedPendulum-v5/bc/seed_0/policy`" in card
+    assert run_json["init"]["weights_sha256"][:16] in card and "`train/path_kl_init`" in card
