@@ -102,6 +102,7 @@ def test_the_summary_reports_the_path_kl_to_the_clone_and_the_verdicts_in_words(
         *(_record("bc", s, 100.0 + s, 0.0) for s in range(3)),
         *(_record("gsb_mdpo", s, 200.0 + s, 1.0 + s) for s in range(3)),
         *(_record("gsb_mdpo:scratch", s, 300.0 + s, None) for s in range(3)),
+        *(_record("fpo", s, [199.0, 201.5, 203.0][s], 5.0) for s in range(3)),
     ]
     summary = aggregate.summarize("finetune-cpu-gym", records)
     hopper = summary["tasks"]["Hopper-v5"]
@@ -111,6 +112,9 @@ def test_the_summary_reports_the_path_kl_to_the_clone_and_the_verdicts_in_words(
     table = aggregate.markdown(summary)
     assert "| Hopper-v5 | gsb_mdpo | 201.0 ± 0.8 (3) | 2 ± 0.82 |" in table
     assert "| Hopper-v5 | gsb_mdpo:scratch | 301.0 ± 0.8 (3) | - (fresh actor) |" in table
-    assert "- Hopper-v5: bc: better; gsb_mdpo:scratch: worse." in table
+    assert (
+        "- Hopper-v5: fine-tuned GSB-MDPO beats `bc` (P = 1.00 [1.00, 1.00]); is inconclusive against `fpo` "
+        "(P = 0.44 [0.00, 1.00], 3 seeds); is beaten by `gsb_mdpo:scratch` (P = 0.00 [0.00, 0.00])." in table
+    )
     assert aggregate.plot(summary)[:4] == b"\x89PNG"
     json.dumps(summary)  # the committed summary is JSON

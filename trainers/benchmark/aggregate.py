@@ -385,12 +385,22 @@ def _finetune_lines(summary: dict) -> list[str]:
             kl = e.get("path_kl_init")
             kl_text = f"{kl['final_mean']:.3g} ± {kl['final_std']:.2g}" if kl else "- (fresh actor)"
             lines.append(f"| {task} | {v} | {_mean_std_cell({v: e}, e)} | {kl_text} |")
-    lines += ["", "In words (GSB-MDPO fine-tuned, the `gsb_mdpo` column, against each other column; the same "
-              "rule as above):"]  # fmt: skip
+    lines += ["", "In words (the `gsb_mdpo` column, GSB-MDPO fine-tuned from the clone, against each other "
+              "column at the same budget; the probability of improvement and the rule above):"]  # fmt: skip
     for task, entries in summary["tasks"].items():
-        against = [f"{v}: {e['comparison']['verdict']}" for v, e in entries.items() if e.get("comparison")]
-        lines.append(f"- {task}: " + ("; ".join(against) if against else "no comparison yet") + ".")
+        against = [_verdict_words(v, e["comparison"]) for v, e in entries.items() if e.get("comparison")]
+        lines.append(
+            f"- {task}: fine-tuned GSB-MDPO " + ("; ".join(against) or "has no comparison yet") + "."
+        )
     return lines
+
+
+def _verdict_words(column: str, c: dict) -> str:
+    verb = {"better": "beats", "worse": "is beaten by"}.get(c["verdict"], "is inconclusive against")
+    p = f"P = {_interval_text(c['p_improvement'], c['ci'], 2)}" if c["p_improvement"] is not None else ""
+    seeds = c["verdict"].removeprefix("inconclusive ").strip("()") if verb.startswith("is inc") else ""
+    detail = ", ".join(x for x in (p, seeds) if x)
+    return f"{verb} `{column}`" + (f" ({detail})" if detail else "")
 
 
 def _clip_text(entry: dict) -> str:
