@@ -2,6 +2,7 @@
 from the pretrained actor and normaliser, the actor stays put during the critic warm-up, run.json records
 the source, and every way of getting it wrong is one line."""
 
+import dataclasses
 import json
 
 import jax
@@ -9,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import make_policy, policy_tensors, save_policy
+from gsbpolicy import make_policy, policy_tensors, sample_noise, save_policy
 from trainers import dppo, fpo, gaussian_ppo, genpo, gsb_mdpo
 from trainers._core.cli import CliExit
 from trainers._core.config import OptimArgs
-from trainers._core.init_from import weights_sha256
+from trainers._core.init_from import path_kl, strided, weights_sha256
 from trainers._core.loop import Trainer
 from trainers._core.model import ActorCritic, Optimizers
 from trainers.presets import with_fields
@@ -184,3 +185,31 @@ def test_bad_init_is_one_line(case, pretrained, tmp_path, capsys):
     assert exit_.value.code == 2 and expected in err, err
     assert err.count("\n") == 0 and err.startswith("error: ")
     assert not (tmp_path / "run" / "policy").exists()
+
+
+def test_path_kl_is_the_summed_closed_form_kl_of_each_gaussian_step(pretrained):
+    """KL(P_actor || P_ref) on the actor's own paths: sum_n dt ||f_actor - f_ref||^2 / (2 sigma_n^2), averaged
+    over observations; zero against itself, and None for a noise-free sampler."""
+    _, reference = pretrained
+    actor = make_policy(reference.spec, key=jax.random.key(7)).with_normalizer(reference.normalizer)
+    obs = jnp.asarray(np.random.default_rng(1).normal(size=(5, 4)), jnp.float32)
+    key = jax.random.key(3)
+    paths = jax.vmap(actor.sample)(obs, sample_noise(key, actor.spec, (5,)))
+    _, ref_drifts = jax.vmap(reference.log_probs_and_drifts)(obs, paths.path)
+    sigmas, n = np.asarray(actor.sigmas()), actor.spec.num_steps
+    energy = np.sum((np.asarray(paths.drifts) - np.asarray(ref_drifts)) ** 2, -1)  # [5, N]
+    by_hand = np.mean(np.sum((1 / n) / (2 * sigmas**2) * energy, -1))
+    assert float(path_kl(actor, reference, obs, key)) == pytest.approx(by_hand, rel=1e-5)
+    assert float(path_kl(actor, actor, obs, key)) == 0.0
+    silent = dataclasses.replace(actor.spec, sigma_schedule="constant", sigma_max=0.0)
+    ode = make_policy(silent, key=jax.random.key(0))
+    assert path_kl(ode, ode, obs, key) is None
+
+
+def test_the_path_kl_observations_are_spread_over_the_whole_batch():
+    obs = jnp.arange(2 * 1000 * 3, dtype=jnp.float32).reshape(2, 1000, 3)
+    picked = strided(obs, 256)
+    assert picked.shape == (256, 3)
+    rows = np.asarray(picked[:, 0]) // 3
+    assert rows[0] == 0 and rows[-1] > 1000 and np.all(np.diff(rows) == 7)  # both sequences, evenly
+    assert strided(obs[:, :10], 256).shape == (20, 3)  # a small batch whole
