@@ -310,7 +310,7 @@ class TrainArgs:
         # Equal to the budget is allowed: the pretrained policy scored under this run's own protocol (the
         # fine-tuning suites' "pretrained only" column); beyond it is a mistake.
         require(warmup <= self.total_steps, "init.critic_warmup_steps",
-                f"<= --total-steps ({self.total_steps}; equal: the actor never moves)", warmup)  # fmt: skip
+                f"<= --total-steps ({self.total_steps}; equal: the actor's network never trains)", warmup)  # fmt: skip
         for name, value in widths(self):
             require(value >= 1, name, ">= 1", value)
         check_env_id(self.env)

@@ -497,6 +497,7 @@ def plot(summary: dict) -> bytes | None:
                     x = np.asarray(e["path_kl_init"]["env_steps"]) / 1e6
                     ax.plot(x, e["path_kl_init"]["mean"], label=v, color=colors(variants.index(v) % 10), lw=1)
             ax.set_title(f"path KL to the clone ({task})")
+            ax.set_yscale("symlog", linthresh=0.1)  # a diverged column must not flatten the others
             ax.set_xlabel("env steps (M)")
             ax.grid(alpha=0.3)
     for ax in list(axes.flat)[panels:]:

@@ -119,7 +119,8 @@ def _finetune_variants() -> tuple[Variant, ...]:
     # DPPO: the DDPM chain). Starting from the same cloned policy means training its sampler: their own
     # coefficients and learning rates, GSB-MDPO's policy spec (`--init-from` refuses any other).
     return (
-        # The cloned policy scored under the same protocol: the critic learns, the actor never moves
+        # The cloned policy scored under the same protocol: the critic learns, the actor's network never trains
+        # (its observation normaliser follows the rollouts' running statistics, as in every run)
         # (one epoch per iteration, as nothing else depends on it).
         Variant(
             "bc",
@@ -269,7 +270,7 @@ SUITES: dict[str, Suite] = {
             eval_protocol="10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations",
             budget_note="100k env steps per run after the demonstrations: the demonstrator is cpu-gym's Gaussian "
             "PPO stopped at 200k steps (seed 0), 30 episodes recorded with action noise 0.1, one clone per seed "
-            "(5,000 bridge-matching steps); `bc` is that clone scored under the same protocol (actor frozen), "
+            "(5,000 bridge-matching steps); `bc` is that clone scored under the same protocol (its network frozen; its observation normaliser follows the rollouts as in every run, which alone moves it by the path KL shown), "
             "`gsb_mdpo` the fine-tuning at the preset's lambda = 0.08, `gsb_mdpo:scratch` a fresh actor",
             pretraining=Pretraining(
                 demonstrator="gaussian_ppo",
