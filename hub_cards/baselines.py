@@ -48,6 +48,8 @@ def baseline_rows(env_id: str, results_dir: Path = RESULTS_DIR) -> list[Baseline
             summary = json.loads(path.read_text())
             if not (isinstance(summary, dict) and "suite" in summary):
                 continue  # another tool's record kept beside the summaries (e.g. an agreement check)
+            if summary.get("kind") == "finetune":
+                continue  # runs started from demonstrations: not a baseline for a policy's own training
             suite, methods = summary["suite"], summary["tasks"].get(env_id, {})
             for variant, entry in methods.items():  # the summary's order: the suite's variant order
                 method = method_name(entry.get("method", variant))

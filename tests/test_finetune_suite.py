@@ -118,3 +118,12 @@ def test_the_summary_reports_the_path_kl_to_the_clone_and_the_verdicts_in_words(
     )
     assert aggregate.plot(summary)[:4] == b"\x89PNG"
     json.dumps(summary)  # the committed summary is JSON
+
+
+def test_model_cards_do_not_take_fine_tuning_runs_as_baselines():
+    """A card compares its policy with runs trained from scratch; the fine-tuning suite's started from
+    demonstrations (its own README section reports them)."""
+    from hub_cards.baselines import baseline_rows
+
+    suites = {row.suite for row in baseline_rows("Hopper-v5")}
+    assert "cpu-gym" in suites and "finetune-cpu-gym" not in suites
