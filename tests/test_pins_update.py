@@ -13,9 +13,20 @@ from gsbpolicy import PolicySpec, make_policy
 from trainers._core.algorithm import AbstractAlgorithm
 from trainers._core.config import CriticArgs, TrainArgs
 from trainers._core.gae import compute_gae
+from trainers._core.init_from import path_kl, strided
 from trainers._core.model import ActorCritic, Optimizers, ValueMLP, trainable_mask
 from trainers._core.rollout import Transition
-from trainers._core.update import FINITE, TrainState, _loss, make_update
+from trainers._core.update import (
+    FINITE,
+    PATH_KL_STREAM,
+    TrainState,
+    _loss,
+    _next_values,
+    _values,
+    all_finite,
+    make_update,
+    pop_finite_flags,
+)
 from trainers.presets import with_fields
 
 SEQUENCES, STEPS, OBS_DIM = 4, 3, 2
@@ -40,7 +51,26 @@ class Probe(AbstractAlgorithm):
             "norm_mean_1": actor.normalizer.mean[1],
             "norm_var_1": actor.normalizer.var[1],
             "norm_count": actor.normalizer.count,
+            # Which sequence led the minibatch, and the loss key it was given (the key stream's pins).
+            "first_obs": obs[0, 0],
+            "key_draw": jax.random.uniform(key),
         }
+
+
+class NaNLossProbe(Probe):
+    """A NaN loss whose gradient is finite (a constant): only the loss flag may drop."""
+
+    def actor_loss(self, actor, obs, extras, advantages, key):
+        loss, metrics = super().actor_loss(actor, obs, extras, advantages, key)
+        return loss + jnp.nan, metrics
+
+
+class NaNGradientProbe(Probe):
+    """A finite loss (0) with a NaN gradient: d sqrt(u) / du is inf at u = 0, times du/dtheta = 0."""
+
+    def actor_loss(self, actor, obs, extras, advantages, key):
+        loss, metrics = super().actor_loss(actor, obs, extras, advantages, key)
+        return loss + jnp.sqrt(loss), metrics
 
 
 def make_model():
@@ -130,14 +160,23 @@ def test_recomputed_gae_uses_the_current_critic_and_keeps_termination_apart(mode
     assert float(metrics["value_loss"]) == pytest.approx(mse, rel=1e-5)
 
 
-@pytest.fixture(scope="module")
-def one_update(model):
-    args = args_with(epochs=2, num_minibatches=2)
+def initial_state(model, args):
     optimizers = Optimizers.make(args.optim, 4)
     state = TrainState(model, optimizers.init(eqx.filter(model, trainable_mask(model))), jax.random.key(2),
                        jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))  # fmt: skip
-    data = make_data()
-    new_state, metrics = eqx.filter_jit(make_update(Probe(), args, optimizers))(state, data)
+    return state, optimizers
+
+
+def run_update(model, args, algorithm=None, data=None):
+    state, optimizers = initial_state(model, args)
+    data = make_data() if data is None else data
+    new_state, metrics = eqx.filter_jit(make_update(algorithm or Probe(), args, optimizers))(state, data)
+    return state, data, new_state, metrics
+
+
+@pytest.fixture(scope="module")
+def one_update(model):
+    _, data, new_state, metrics = run_update(model, args_with(epochs=2, num_minibatches=2))
     return model, data, new_state, metrics
 
 
@@ -158,3 +197,108 @@ def test_the_update_counts_its_iteration_and_env_steps_and_reports_finite_flags(
     _, _, new_state, metrics = one_update
     assert int(new_state.iteration) == 1 and int(new_state.env_steps) == SEQUENCES * STEPS
     assert all(bool(metrics[FINITE + name]) for name in ("loss", "gradient", "parameters"))
+
+
+def test_each_epoch_draws_one_permutation_and_each_minibatch_a_loss_key_from_one_key_stream(one_update):
+    """The key stream, replayed by hand: the state's key splits into the next state's key and the update's;
+    each epoch splits a permutation key off it and shuffles all sequences into minibatches of
+    sequences_per_iteration / num_minibatches; each minibatch splits its loss key off the same chain."""
+    _, data, new_state, metrics = one_update
+    key, chain = jax.random.split(jax.random.key(2))
+    assert jnp.array_equal(jax.random.key_data(new_state.key), jax.random.key_data(key))
+    first_obs, key_draws = [], []
+    for _ in range(2):  # epochs
+        chain, perm_key = jax.random.split(chain)
+        perm = np.asarray(jax.random.permutation(perm_key, SEQUENCES))
+        for minibatch in range(2):
+            chain, loss_key = jax.random.split(chain)
+            first_obs.append(np.asarray(data.obs)[perm[minibatch * SEQUENCES // 2], 0, 0])
+            key_draws.append(float(jax.random.uniform(loss_key)))
+    assert float(metrics["first_obs"]) == pytest.approx(np.mean(first_obs), rel=1e-6)
+    assert float(metrics["key_draw"]) == pytest.approx(np.mean(key_draws), rel=1e-6)
+
+
+def test_the_epochs_see_the_advantages_of_the_rollout_critic_once_per_sequence(model):
+    """Without per-minibatch GAE, the advantages come from the critic the rollout ended with; every epoch
+    covers every sequence once, so their mean over the epochs' minibatches is the batch mean."""
+    args = args_with(epochs=2, num_minibatches=2, normalize_advantages=False, gamma=0.9, gae_lambda=0.8)
+    _, data, _, metrics = run_update(model, args)
+    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    values = jax.vmap(jax.vmap(model.value))(data.obs)
+    next_values = jax.vmap(jax.vmap(model.value))(data.final_obs)
+    advantages, _ = compute_gae(swap(data.reward), swap(values), swap(next_values), swap(data.terminated),
+                                swap(data.truncated), 0.9, 0.8)  # fmt: skip
+    assert float(metrics["advantages"]) == pytest.approx(float(advantages.mean()), rel=1e-5, abs=1e-6)
+
+
+def test_per_minibatch_gae_starts_from_the_critic_it_is_given(model):
+    """With `recompute_gae`, the single minibatch of a single epoch sees the advantages of the critic before
+    any step (the zeros passed in its place are never used)."""
+    args = args_with(recompute_gae=True, normalize_advantages=False, gamma=0.9, gae_lambda=0.8)
+    _, data, _, metrics = run_update(model, args)
+    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    values = jax.vmap(jax.vmap(model.value))(data.obs)
+    next_values = jax.vmap(jax.vmap(model.value))(data.final_obs)
+    advantages, _ = compute_gae(swap(data.reward), swap(values), swap(next_values), swap(data.terminated),
+                                swap(data.truncated), 0.9, 0.8)  # fmt: skip
+    assert float(metrics["advantages"]) == pytest.approx(float(advantages.mean()), rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("probe", "flags", "first_bad"),
+    [
+        (NaNLossProbe, (False, True, True), "loss"),
+        (NaNGradientProbe, (True, False, False), "gradient"),
+    ],
+)
+def test_each_finite_flag_watches_its_own_quantity(model, probe, flags, first_bad):
+    *_, metrics = run_update(model, args_with(), algorithm=probe())
+    assert tuple(bool(metrics[FINITE + name]) for name in ("loss", "gradient", "parameters")) == flags
+    assert pop_finite_flags(metrics)[1] == first_bad
+
+
+def test_pop_finite_flags_names_the_first_quantity_that_went_bad_in_computation_order():
+    base = {"actor_loss": 1.0, FINITE + "loss": True, FINITE + "gradient": True, FINITE + "parameters": True}
+    assert pop_finite_flags(base) == ({"actor_loss": 1.0}, None)
+    assert pop_finite_flags({**base, FINITE + "parameters": False})[1] == "parameters"
+    assert (
+        pop_finite_flags({**base, FINITE + "gradient": False, FINITE + "parameters": False})[1] == "gradient"
+    )
+    assert pop_finite_flags({**base, FINITE + "loss": False, FINITE + "gradient": False})[1] == "loss"
+
+
+def test_all_finite_looks_at_every_float_leaf_and_nothing_else():
+    assert bool(all_finite({"a": jnp.ones(3), "b": (jnp.zeros(2), 1.0)}))
+    assert not bool(all_finite({"a": jnp.ones(3), "b": jnp.array([0.0, jnp.inf])}))
+    assert not bool(all_finite([jnp.ones(2), jnp.array(jnp.nan)]))
+    assert bool(all_finite({"count": jnp.array([3, 4]), "name": "x"}))  # integer and static leaves
+    assert bool(all_finite({}))
+
+
+def test_gymnasium_sequences_bootstrap_every_truncation_from_its_own_final_observation(model):
+    """Gymnasium time limits are not in the config, so a sequence may truncate at every step: each
+    V(final_obs_t) is the critic's own (the Playground shortcut would miss truncations beyond its quota)."""
+    data = make_data()
+    fresh = np.random.default_rng(5).normal(size=data.final_obs.shape).astype(np.float32)
+    data = data._replace(truncated=jnp.ones_like(data.truncated), final_obs=jnp.asarray(fresh))
+    args = args_with()
+    got = _next_values(model, data, _values(model, data.obs), args)
+    np.testing.assert_allclose(got, _values(model, data.final_obs), rtol=1e-6)
+
+
+def test_no_path_kl_without_a_reference(one_update):
+    assert not any("path_kl" in name for name in one_update[3])
+
+
+def test_path_kl_init_measures_the_rollout_policy_against_the_reference_with_a_folded_key(model):
+    """The policy that collected the rollout (the state before the update: its normaliser is the rollout's)
+    against the reference, on strided observations, with noise folded from the state's key."""
+    same = eqx.tree_at(lambda m: m.reference, model, model.actor, is_leaf=lambda x: x is None)
+    *_, metrics = run_update(same, args_with())
+    assert float(metrics["path_kl_init"]) == 0.0
+    other = make_policy(model.actor.spec, key=jax.random.key(7))
+    moved = eqx.tree_at(lambda m: m.reference, model, other, is_leaf=lambda x: x is None)
+    state, data, _, metrics = run_update(moved, args_with())
+    expected = path_kl(model.actor, other, strided(data.obs), jax.random.fold_in(state.key, PATH_KL_STREAM))
+    assert float(expected) > 0
+    assert float(metrics["path_kl_init"]) == pytest.approx(float(expected), rel=1e-6)
