@@ -3,15 +3,19 @@ what it was given: advantages standardised per minibatch with their epsilon, the
 value_coef, GAE's value targets, and the observation statistics -- the loss sees the rollout's, the state
 leaves with those merged with the iteration's observations."""
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import Mesh
 
 from gsbpolicy import PolicySpec, make_policy
 from trainers._core.algorithm import AbstractAlgorithm
 from trainers._core.config import CriticArgs, TrainArgs
+from trainers._core.distributed import AXIS
 from trainers._core.gae import compute_gae
 from trainers._core.init_from import path_kl, strided
 from trainers._core.model import ActorCritic, Optimizers, ValueMLP, trainable_mask
@@ -167,15 +171,25 @@ def initial_state(model, args):
     return state, optimizers
 
 
-def run_update(model, args, algorithm=None, data=None):
+def state_arrays(state) -> list[bytes]:
+    """Every array of a train state as bytes (keys through their data), for exact comparison."""
+    leaves = jax.tree.leaves(eqx.filter(state, eqx.is_array))
+    return [np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x).tobytes()
+            for x in leaves]  # fmt: skip
+
+
+def run_update(model, args, algorithm=None, data=None, mesh=None):
     state, optimizers = initial_state(model, args)
     data = make_data() if data is None else data
-    new_state, metrics = eqx.filter_jit(make_update(algorithm or Probe(), args, optimizers))(state, data)
+    update = make_update(algorithm or Probe(), args, optimizers, mesh)
+    new_state, metrics = eqx.filter_jit(update)(state, data)
     return state, data, new_state, metrics
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def one_update(model):
+    # Function-scoped: a test that reads the update's results also runs (traces) it, so mutation testing,
+    # which maps each function to the tests that call it, credits every such test (the compile is ~1 s).
     _, data, new_state, metrics = run_update(model, args_with(epochs=2, num_minibatches=2))
     return model, data, new_state, metrics
 
@@ -196,6 +210,10 @@ def test_the_loss_sees_the_rollout_normalizer_and_the_state_leaves_with_it_merge
 def test_the_update_counts_its_iteration_and_env_steps_and_reports_finite_flags(one_update):
     _, _, new_state, metrics = one_update
     assert int(new_state.iteration) == 1 and int(new_state.env_steps) == SEQUENCES * STEPS
+    # The optimizer state leaves with the steps taken: Adam's step counts (actor and critic) at
+    # epochs x minibatches = 4.
+    counts = [int(x) for x in jax.tree.leaves(new_state.opt_state) if jnp.ndim(x) == 0]
+    assert counts == [4, 4]
     assert all(bool(metrics[FINITE + name]) for name in ("loss", "gradient", "parameters"))
 
 
@@ -302,3 +320,24 @@ def test_path_kl_init_measures_the_rollout_policy_against_the_reference_with_a_f
     expected = path_kl(model.actor, other, strided(data.obs), jax.random.fold_in(state.key, PATH_KL_STREAM))
     assert float(expected) > 0
     assert float(metrics["path_kl_init"]) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_no_path_kl_for_a_noise_free_sampler_even_with_a_reference(model):
+    """Path measures of a sampler with sigma = 0 are singular: the metric is left out, not logged as None."""
+    silent = dataclasses.replace(model.actor.spec, sigma_schedule="constant", sigma_max=0.0)
+    ode = ActorCritic(make_policy(silent, key=jax.random.key(0)), model.critic)
+    ode = eqx.tree_at(lambda m: m.reference, ode, ode.actor, is_leaf=lambda x: x is None)
+    *_, metrics = run_update(ode, args_with())
+    assert "path_kl_init" not in metrics
+
+
+def test_a_one_device_mesh_changes_no_number_of_the_update(model):
+    """With a mesh, the update constrains the batch and each minibatch to their shardings; on one device the
+    constraints must leave every value as the update without a mesh computes it."""
+    args = args_with(epochs=2, num_minibatches=2)
+    mesh = Mesh(np.array(jax.devices()[:1]), (AXIS,))
+    plain = run_update(model, args)
+    meshed = run_update(model, args, mesh=mesh)
+    for name in ("first_obs", "key_draw", "advantages", "value_loss"):
+        assert float(meshed[3][name]) == float(plain[3][name]), name
+    assert state_arrays(meshed[2]) == state_arrays(plain[2])

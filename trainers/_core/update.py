@@ -163,10 +163,10 @@ def _epoch(rollout, minibatch_step, split):
 
 
 def _advantage_inputs(model: ActorCritic, data: Transition, args: TrainArgs):
-    """(data, advantages, value targets) for the epochs: zeros when GAE is recomputed per minibatch."""
+    """(data, advantages, value targets) for the epochs. When GAE is recomputed per minibatch both are None
+    (empty pytrees): the loss computes its own, and there is nothing to shuffle for them."""
     if args.rollout.recompute_gae:
-        zeros = jnp.zeros(data.reward.shape)
-        return (data, zeros, zeros)
+        return (data, None, None)
     return (data, *_gae(model, data, args))
 
 
