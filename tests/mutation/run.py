@@ -46,7 +46,10 @@ MODULES = {
         ["tests/test_gsbpolicy.py", "tests/test_pins_core.py", "tests/test_pins_networks.py"],
     ),
     "update": ("trainers/_core/update.py", ["tests/test_pins_update.py", "tests/test_gae.py"]),
-    "gsb_mdpo": ("trainers/gsb_mdpo.py", ["tests/test_gsb_mdpo.py", "tests/test_pins_losses.py"]),
+    "gsb_mdpo": (
+        "trainers/gsb_mdpo.py",
+        ["tests/test_gsb_mdpo.py", "tests/test_pins_losses.py", "tests/test_pins_presets.py"],
+    ),
     "gaussian_ppo": ("trainers/gaussian_ppo.py", ["tests/test_gaussian_ppo.py", "tests/test_pins_losses.py"]),
     "dppo": ("trainers/dppo.py", ["tests/test_dppo.py", "tests/test_pins_losses.py"]),
     "fpo": ("trainers/fpo.py", ["tests/test_fpo.py", "tests/test_pins_losses.py"]),
