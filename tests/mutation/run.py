@@ -48,7 +48,7 @@ MODULES = {
     "update": ("trainers/_core/update.py", ["tests/test_pins_update.py", "tests/test_gae.py"]),
     "gsb_mdpo": (
         "trainers/gsb_mdpo.py",
-        ["tests/test_gsb_mdpo.py", "tests/test_pins_losses.py", "tests/test_pins_presets.py"],
+        ["tests/test_gsb_mdpo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
     ),
     "gaussian_ppo": ("trainers/gaussian_ppo.py", ["tests/test_gaussian_ppo.py", "tests/test_pins_losses.py"]),
     "dppo": ("trainers/dppo.py", ["tests/test_dppo.py", "tests/test_pins_losses.py"]),
