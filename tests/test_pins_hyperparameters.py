@@ -1,9 +1,12 @@
-"""Pins of GSB-MDPO's presets, field by field: the paper's Table 1 (Playground) and Table 2 (Gymnasium)
-GSB-MDPO columns, and where a table is silent, our stated choice (marked "ours"). The shared rollout setups
-(`trainers.presets.playground` / `gym`) are pinned by test_trainer's table test; this file pins what
-`trainers/gsb_mdpo.py` itself sets, so that a mutation of any one constant there fails a test."""
+"""Pins of every method's presets, field by field: the paper's Table 1 (Playground) and Table 2 (Gymnasium)
+columns, and where a table is silent, our stated choice (marked "ours"). The shared rollout setups
+(`trainers.presets.playground` / `gym`) are pinned by test_trainer's table test; this file pins what each
+algorithm file itself sets, so that a mutation of any one constant there fails a test."""
 
 import dataclasses
+import importlib
+
+import pytest
 
 from trainers.gsb_mdpo import GsbMdpoArgs, cpu_preset, gym_preset, playground_preset
 
@@ -88,3 +91,96 @@ def test_cpu_preset_is_the_small_inverted_pendulum_run():
         4,
         8,
     )
+
+
+# The baselines' columns. Groups a method does not use are left out (Gaussian PPO's actor is `algo`'s MLP; its
+# `policy` group is unused). Each value was checked against the tables; "ours" where they are silent.
+BASELINES = {
+    ("gaussian_ppo", "playground"): {
+        "critic": {"width": 256, "depth": 5, "activation": "silu"},
+        "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "max_grad_norm": None, "value_coef": 0.25},
+        # MLP 4 x 32, clip 0.1, entropy 0; state-dependent std, tanh squash and silu: ours (Brax PPO's).
+        "algo": {"clip": 0.1, "entropy_coef": 0.0, "width": 32, "depth": 4, "activation": "silu", "std": "state",
+                 "squash": "tanh", "init_log_std": 0.0, "min_std": 0.001},
+    },
+    ("gaussian_ppo", "gym"): {
+        "critic": {"width": 256, "depth": 3, "activation": "elu"},
+        "optim": {"actor_lr": 1e-4, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "max_grad_norm": 1.0, "value_coef": 1.0},
+        "algo": {"clip": 0.2, "entropy_coef": 0.0, "width": 256, "depth": 3, "activation": "elu", "std": "param",
+                 "squash": "clip", "init_log_std": 0.0, "min_std": 0.001},
+    },
+    ("dppo", "playground"): {
+        # Constant sigma: the table's per-step std 0.05 is sigma * sqrt(dt) with dt = 1/10.
+        "policy": {"num_steps": 10, "width": 32, "depth": 4, "activation": "silu", "time_embedding": "sinusoidal",
+                   "time_embed_dim": 8, "output_scale": 0.25, "sigma_schedule": "constant",
+                   "sigma_max": 0.05 / 0.1**0.5, "sigma_min": 0.5, "squash": "tanh"},
+        "critic": {"width": 256, "depth": 5, "activation": "silu"},
+        "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "max_grad_norm": None, "value_coef": 0.25},
+        "algo": {"clip": 0.2, "log_prob_reduction": "sum", "log_prob_clamp": None, "log_prob_clamp_per_dim": False,
+                 "denoise_gamma": 1.0, "noise_clip": None, "time_reversed": True, "ddpm": False},
+    },
+    ("dppo", "gym"): {
+        # Cosine DDPM with the posterior std floored at 0.1 (sigma_min), time embedding 32, no output scale.
+        "policy": {"num_steps": 10, "width": 256, "depth": 3, "activation": "silu", "time_embedding": "fourier",
+                   "time_embed_dim": 32, "output_scale": 1.0, "sigma_schedule": "exponential", "sigma_max": 1.0,
+                   "sigma_min": 0.1, "squash": "clip"},
+        "critic": {"width": 256, "depth": 3, "activation": "elu"},
+        "optim": {"actor_lr": 1e-3, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "max_grad_norm": 1.0, "value_coef": 1.0},
+        # Official DPPO: each dimension's log-density clamped to [-5, 2], then averaged; gamma_denoise 0.99.
+        "algo": {"clip": 0.2, "log_prob_reduction": "mean", "log_prob_clamp": (-5.0, 2.0),
+                 "log_prob_clamp_per_dim": True, "denoise_gamma": 0.99, "noise_clip": 3.0, "time_reversed": True,
+                 "ddpm": True},
+    },
+    ("fpo", "playground"): {
+        "policy": {"num_steps": 10, "width": 32, "depth": 4, "activation": "silu", "time_embedding": "sinusoidal",
+                   "time_embed_dim": 8, "output_scale": 0.25, "sigma_schedule": "constant", "sigma_max": 0.0,
+                   "sigma_min": 0.5, "squash": "tanh"},
+        "critic": {"width": 256, "depth": 5, "activation": "silu"},
+        "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "max_grad_norm": None, "value_coef": 0.25},
+        "algo": {"num_samples": 8, "clip": 0.05, "additive_noise": 0.0, "positive_advantages_only": False,
+                 "time_reversed": True, "clip_iterates": False},
+    },
+    ("fpo", "gym"): {
+        "policy": {"num_steps": 10, "width": 256, "depth": 3, "activation": "silu", "time_embedding": "fourier",
+                   "time_embed_dim": 16, "output_scale": 0.25, "sigma_schedule": "constant", "sigma_max": 0.0,
+                   "sigma_min": 0.5, "squash": "clip"},
+        "critic": {"width": 256, "depth": 3, "activation": "elu"},
+        "optim": {"actor_lr": 1e-4, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "max_grad_norm": 1.0, "value_coef": 1.0},
+        # The FPO paper's surrogate: both advantage signs (FlowRL's positive-only form is a suite variant).
+        "algo": {"num_samples": 8, "clip": 0.05, "additive_noise": 0.1, "positive_advantages_only": False,
+                 "time_reversed": False, "clip_iterates": True},
+    },
+    ("genpo", "playground"): {
+        "policy": {"num_steps": 5, "width": 64, "depth": 3, "activation": "silu", "time_embedding": "fourier",
+                   "time_embed_dim": 32, "output_scale": 1.0, "sigma_schedule": "exponential", "sigma_max": 1.0,
+                   "sigma_min": 0.5, "squash": "tanh"},
+        "critic": {"width": 256, "depth": 5, "activation": "silu"},
+        "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "max_grad_norm": None, "value_coef": 1.0},
+        "algo": {"clip": 0.2, "flow_mix": 0.9, "compress_coef": 0.01, "entropy_coef": 0.0},
+    },
+    ("genpo", "gym"): {
+        "policy": {"num_steps": 16, "width": 256, "depth": 3, "activation": "silu", "time_embedding": "fourier",
+                   "time_embed_dim": 16, "output_scale": 0.25, "sigma_schedule": "exponential", "sigma_max": 1.0,
+                   "sigma_min": 0.5, "squash": "clip"},
+        "critic": {"width": 256, "depth": 3, "activation": "elu"},
+        "optim": {"actor_lr": 1e-3, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "max_grad_norm": 1.0, "value_coef": 1.0},
+        "algo": {"clip": 0.2, "flow_mix": 0.9, "compress_coef": 0.01, "entropy_coef": 0.0},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("method", "preset"), sorted(BASELINES), ids=lambda x: x)
+def test_baseline_presets_are_their_table_columns(method, preset):
+    args = importlib.import_module(f"trainers.{method}").PRESETS[preset](
+        "Hopper-v5" if preset == "gym" else "BallInCup"
+    )
+    for group, expected in BASELINES[method, preset].items():
+        assert fields(args, group) == pytest.approx(expected), (method, preset, group)

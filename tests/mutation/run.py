@@ -50,10 +50,22 @@ MODULES = {
         "trainers/gsb_mdpo.py",
         ["tests/test_gsb_mdpo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
     ),
-    "gaussian_ppo": ("trainers/gaussian_ppo.py", ["tests/test_gaussian_ppo.py", "tests/test_pins_losses.py"]),
-    "dppo": ("trainers/dppo.py", ["tests/test_dppo.py", "tests/test_pins_losses.py"]),
-    "fpo": ("trainers/fpo.py", ["tests/test_fpo.py", "tests/test_pins_losses.py"]),
-    "genpo": ("trainers/genpo.py", ["tests/test_genpo.py", "tests/test_pins_losses.py"]),
+    "gaussian_ppo": (
+        "trainers/gaussian_ppo.py",
+        ["tests/test_gaussian_ppo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
+    ),
+    "dppo": (
+        "trainers/dppo.py",
+        ["tests/test_dppo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
+    ),
+    "fpo": (
+        "trainers/fpo.py",
+        ["tests/test_fpo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
+    ),
+    "genpo": (
+        "trainers/genpo.py",
+        ["tests/test_genpo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
+    ),
 }
 """module name -> (file to mutate, the fast test files that pin it)."""
 
