@@ -113,9 +113,15 @@ def test_the_clipped_ratio_weighs_advantage_minus_cost_per_path(tiny_policy, fre
     delta[0, 0], delta[1, 3], delta[2, 5] = [0.5, 0.0], [0.0, 1.0], [0.2, 0.2]
     costs = weights(tiny_policy)[[0, 3, 5]] * np.array([0.25, 1.0, 0.08])
     moved = with_step_offsets(extras, offsets)._replace(drifts=extras.drifts + delta)
-    loss, _ = gsb_loss(tiny_policy, obs, moved, kl_coef=0.6)
+    loss, metrics = gsb_loss(tiny_policy, obs, moved, kl_coef=0.6)
     expected = -np.mean(ratios * (np.asarray(ADVANTAGES, np.float64) - 0.6 * costs))
     assert loss == pytest.approx(expected, rel=1e-4)
+    # The diagnostics: the clipped ratios' mean and max, and the advantages' mean and std as given.
+    assert float(metrics["ratio_mean"]) == pytest.approx(ratios.mean(), rel=1e-5)
+    assert float(metrics["ratio_max"]) == pytest.approx(ratios.max(), rel=1e-5)
+    advantages = np.asarray(ADVANTAGES, np.float64)
+    assert float(metrics["adv_mean"]) == pytest.approx(advantages.mean(), rel=1e-6)
+    assert float(metrics["adv_std"]) == pytest.approx(advantages.std(), rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------- Gaussian PPO
