@@ -4,6 +4,7 @@
     python tests/mutation/run.py gae sde            # named modules (see MODULES), one after the other
     python tests/mutation/run.py --all              # every module in MODULES
     python tests/mutation/run.py sde --minutes 20   # stop after 20 minutes, report what was tested
+    python tests/mutation/run.py sde --resume --scratch DIR   # then test the mutants that stop left
     python tests/mutation/run.py gae --max-children 2 --scratch /tmp/mut
 
 Each module runs in its own scratch copy of the package sources and tests (mutmut writes a `mutants/`
@@ -156,16 +157,25 @@ def _run_mutmut(work: Path, max_children: int, minutes: float | None) -> None:
             process.wait()
 
 
-def run_module(name: str, scratch: Path, max_children: int, minutes: float | None) -> Counter:
-    """Mutate one module in a fresh scratch copy; write its raw report; return its status counts."""
+def run_module(
+    name: str, scratch: Path, max_children: int, minutes: float | None, resume: bool = False
+) -> Counter:
+    """Mutate one module in a fresh scratch copy (or, with `resume`, test the mutants a stopped run left
+    unchecked in its copy, adding to its wall time); write its raw report; return its status counts."""
     module_file, tests = MODULES[name]
     work = scratch / name
-    _copy_sources(work)
-    (work / "setup.cfg").write_text(_config(module_file, tests))
-    (work / "preload.txt").write_text("\n".join(PRELOAD) + "\n")
+    before = 0.0
+    if resume:
+        if not (work / "setup.cfg").exists():
+            sys.exit(f"nothing to resume: {work} holds no mutation run of {name}")
+        before = json.loads((work / "elapsed.json").read_text())["seconds"]
+    else:
+        _copy_sources(work)
+        (work / "setup.cfg").write_text(_config(module_file, tests))
+        (work / "preload.txt").write_text("\n".join(PRELOAD) + "\n")
     start = time.monotonic()
     _run_mutmut(work, max_children, minutes)
-    (work / "elapsed.json").write_text(json.dumps({"seconds": time.monotonic() - start}))
+    (work / "elapsed.json").write_text(json.dumps({"seconds": before + time.monotonic() - start}))
     return report_module(name, work, max_children, minutes)
 
 
@@ -217,6 +227,11 @@ def main(argv=None) -> None:
         action="store_true",
         help="only rewrite the reports from the verdicts already in --scratch (e.g. after a stop)",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a run that --minutes stopped: test the mutants left unchecked in its --scratch copy",
+    )
     parser.add_argument("--scratch", type=Path, help="where the scratch copies go (default: a temp dir)")
     args = parser.parse_args(argv)
     modules = list(MODULES) if args.all else args.modules
@@ -227,14 +242,14 @@ def main(argv=None) -> None:
         parser.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
     if shutil.which("mutmut") is None:
         parser.error('mutmut is not installed: pip install -e ".[mutation]"')
-    if args.report_only and args.scratch is None:
-        parser.error("--report-only needs the --scratch of the run")
+    if (args.report_only or args.resume) and args.scratch is None:
+        parser.error("--report-only and --resume need the --scratch of the run")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="gsbpolicy-mutation-"))
     for name in modules:
         if args.report_only:
             report_module(name, scratch / name, args.max_children, args.minutes)
         else:
-            run_module(name, scratch, args.max_children, args.minutes)
+            run_module(name, scratch, args.max_children, args.minutes, args.resume)
 
 
 if __name__ == "__main__":
