@@ -208,12 +208,14 @@ def test_the_loss_sees_the_rollout_normalizer_and_the_state_leaves_with_it_merge
 
 
 def test_the_update_counts_its_iteration_and_env_steps_and_reports_finite_flags(one_update):
-    _, _, new_state, metrics = one_update
+    _, data, new_state, metrics = one_update
     assert int(new_state.iteration) == 1 and int(new_state.env_steps) == SEQUENCES * STEPS
     # The optimizer state leaves with the steps taken: Adam's step counts (actor and critic) at
     # epochs x minibatches = 4.
     counts = [int(x) for x in jax.tree.leaves(new_state.opt_state) if jnp.ndim(x) == 0]
     assert counts == [4, 4]
+    # The next state's model is whole, its non-array parts (activations) included: it evaluates.
+    assert np.isfinite(float(new_state.model.value(data.obs[0, 0])))
     assert all(bool(metrics[FINITE + name]) for name in ("loss", "gradient", "parameters"))
 
 

@@ -221,7 +221,7 @@ def make_update(
         # of each epoch needs no communication; left split, XLA would move the whole batch every epoch.
         batch = split(_advantage_inputs(state.model, data, args), PartitionSpec())
         (arrays, opt_state, _, _), (metrics, finite) = jax.lax.scan(
-            epoch, (arrays, state.opt_state, update_key, batch), None, length=rollout.epochs
+            epoch, (arrays, state.opt_state, update_key, batch), length=rollout.epochs
         )
         new_state, metrics = _next_state(
             eqx.combine(arrays, static), opt_state, key, state, data, metrics, finite
