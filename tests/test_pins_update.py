@@ -4,6 +4,7 @@ value_coef, GAE's value targets, and the observation statistics -- the loss sees
 leaves with those merged with the iteration's observations."""
 
 import dataclasses
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -343,3 +344,37 @@ def test_a_one_device_mesh_changes_no_number_of_the_update(model):
     for name in ("first_obs", "key_draw", "advantages", "value_loss"):
         assert float(meshed[3][name]) == float(plain[3][name]), name
     assert state_arrays(meshed[2]) == state_arrays(plain[2])
+
+
+class CountingCritic(ValueMLP):
+    """A critic that counts its traces: under `jax.vmap` one trace is one critic pass over a batch."""
+
+    traces: ClassVar[list] = []
+
+    def __call__(self, obs_normalized):
+        CountingCritic.traces.append(obs_normalized.shape)
+        return super().__call__(obs_normalized)
+
+
+@pytest.mark.parametrize("env", ["InvertedPendulum-v5", "CartpoleSwingup"])
+def test_per_minibatch_gae_reuses_the_value_losss_critic_pass(model, env):
+    """With `recompute_gae` the loss runs the critic once over the observations (for the value loss and,
+    stopped, for GAE) and once over the bootstrap observations: two passes, whatever the env kind; and the
+    advantages are GAE's with the current critic."""
+    counting = eqx.tree_at(
+        lambda m: m.critic,
+        model,
+        CountingCritic(OBS_DIM, CriticArgs(width=4, depth=1), key=jax.random.key(1)),
+    )
+    args = with_fields(args_with(recompute_gae=True, normalize_advantages=False, gamma=0.9), env=env)
+    zeros = np.zeros((SEQUENCES, STEPS), np.float32)
+    CountingCritic.traces.clear()
+    _, metrics = loss_of(counting, args, zeros, zeros)
+    assert len(CountingCritic.traces) == 2
+    data = make_data()
+    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    values = jax.vmap(jax.vmap(counting.value))(data.obs)
+    next_values = jax.vmap(jax.vmap(counting.value))(data.final_obs)
+    advantages, _ = compute_gae(swap(data.reward), swap(values), swap(next_values), swap(data.terminated),
+                                swap(data.truncated), 0.9, args.rollout.gae_lambda)  # fmt: skip
+    np.testing.assert_allclose(metrics["advantages"], swap(advantages).reshape(-1), rtol=1e-5, atol=1e-6)
