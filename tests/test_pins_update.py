@@ -58,6 +58,7 @@ class Probe(AbstractAlgorithm):
             "norm_count": actor.normalizer.count,
             # Which sequence led the minibatch, and the loss key it was given (the key stream's pins).
             "first_obs": obs[0, 0],
+            "first_extra": extras[0],
             "key_draw": jax.random.uniform(key),
         }
 
@@ -97,7 +98,10 @@ def make_data(seed=0):
     final_obs = np.concatenate([obs[:, 1:], rng.normal(size=(SEQUENCES, 1, OBS_DIM))], axis=1).astype(
         np.float32
     )
-    return Transition(*map(jnp.asarray, (obs, reward, terminated, truncated, final_obs)), None)
+    # extras: what an algorithm stored at rollout, one number per step here (its index), so a test can see
+    # that it travels with its observation.
+    extras = np.arange(SEQUENCES * STEPS, dtype=np.float32).reshape(SEQUENCES, STEPS)
+    return Transition(*map(jnp.asarray, (obs, reward, terminated, truncated, final_obs, extras)))
 
 
 def args_with(**rollout) -> TrainArgs:
@@ -227,15 +231,17 @@ def test_each_epoch_draws_one_permutation_and_each_minibatch_a_loss_key_from_one
     _, data, new_state, metrics = one_update
     key, chain = jax.random.split(jax.random.key(2))
     assert jnp.array_equal(jax.random.key_data(new_state.key), jax.random.key_data(key))
-    first_obs, key_draws = [], []
+    first_obs, first_extras, key_draws = [], [], []
     for _ in range(2):  # epochs
         chain, perm_key = jax.random.split(chain)
         perm = np.asarray(jax.random.permutation(perm_key, SEQUENCES))
         for minibatch in range(2):
             chain, loss_key = jax.random.split(chain)
             first_obs.append(np.asarray(data.obs)[perm[minibatch * SEQUENCES // 2], 0, 0])
+            first_extras.append(np.asarray(data.extras)[perm[minibatch * SEQUENCES // 2], 0])
             key_draws.append(float(jax.random.uniform(loss_key)))
     assert float(metrics["first_obs"]) == pytest.approx(np.mean(first_obs), rel=1e-6)
+    assert float(metrics["first_extra"]) == pytest.approx(np.mean(first_extras), rel=1e-6)  # with its obs
     assert float(metrics["key_draw"]) == pytest.approx(np.mean(key_draws), rel=1e-6)
 
 
@@ -378,3 +384,24 @@ def test_per_minibatch_gae_reuses_the_value_losss_critic_pass(model, env):
     advantages, _ = compute_gae(swap(data.reward), swap(values), swap(next_values), swap(data.terminated),
                                 swap(data.truncated), 0.9, args.rollout.gae_lambda)  # fmt: skip
     np.testing.assert_allclose(metrics["advantages"], swap(advantages).reshape(-1), rtol=1e-5, atol=1e-6)
+
+
+def test_playground_bootstraps_gather_only_the_needed_observations_per_sequence(model, monkeypatch):
+    """The shortcut's point: the critic runs on ceil(T / episode_length) + 1 observations per sequence (the
+    most truncations a sequence can hold, and its last step), not on all T."""
+    from trainers._core import update
+
+    shapes = []
+
+    def recording(model, obs):
+        shapes.append(obs.shape)
+        return _values(model, obs)
+
+    monkeypatch.setattr(update, "_values", recording)
+    steps, episode_length = 12, 5
+    obs = jnp.asarray(np.random.default_rng(0).normal(size=(SEQUENCES, steps, OBS_DIM)), jnp.float32)
+    flags = jnp.zeros((SEQUENCES, steps), bool)
+    data = Transition(obs, jnp.zeros((SEQUENCES, steps)), flags, flags, obs, None)
+    args = with_fields(TrainArgs(env="CartpoleSwingup"), rollout={"episode_length": episode_length})
+    update._next_values(model, data, _values(model, obs), args)
+    assert shapes == [(SEQUENCES, 4, OBS_DIM)]  # ceil(12 / 5) + 1
