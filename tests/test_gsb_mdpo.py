@@ -99,3 +99,35 @@ def test_drift_cost_gradient_flows_when_every_ratio_is_clipped(tiny_policy, batc
     # With the ratio frozen at exp(c_path), the advantage term contributes no gradient at all.
     no_kl = jax.grad(loss_of)(params, 0.0)
     assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree.leaves(no_kl.drift_net))
+
+
+def test_act_returns_the_squashed_path_end_and_stores_the_path_its_densities_and_drifts(tiny_policy):
+    """Algorithm 1, line 3: the rollout acts with to_env(a^(N)) of an SDE path drawn with the key's noise and
+    stores that path with its step log-densities and drifts."""
+    obs = jax.random.normal(jax.random.key(3), (2, tiny_policy.spec.obs_dim))
+    key = jax.random.key(4)
+    actions, extras = GsbMdpo(ARGS).act(tiny_policy, obs, key)
+    sample = jax.vmap(tiny_policy.sample)(obs, sample_noise(key, tiny_policy.spec, (2,)))
+    np.testing.assert_array_equal(actions, jax.vmap(tiny_policy.to_env)(sample.path[:, -1]))
+    assert isinstance(extras, PathExtras)
+    for got, want in zip(extras, sample, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_train_and_main_wire_gsb_mdpos_presets_algorithm_and_cli(monkeypatch):
+    """`train` and `main` are thin: they hand the loop this module's presets, algorithm, args and help."""
+    import trainers.gsb_mdpo as module
+    from trainers.registry import get_algo
+
+    calls = []
+    monkeypatch.setattr(module, "loop_train", lambda *a: calls.append(("train", a)))
+    monkeypatch.setattr(module, "run_cli", lambda *a: calls.append(("cli", a)))
+    module.train("Hopper-v5", total_steps=5)
+    module.train("Hopper-v5", preset="gym")
+    module.main(["--seed", "3"])
+    assert calls == [
+        ("train", (module.PRESETS, GsbMdpo, "Hopper-v5", "cpu", {"total_steps": 5})),
+        ("train", (module.PRESETS, GsbMdpo, "Hopper-v5", "gym", {})),
+        ("cli", (module.Args, module.PRESETS, GsbMdpo, module.__doc__, ["--seed", "3"],
+                 get_algo("gsb_mdpo").load_hint)),
+    ]  # fmt: skip
