@@ -114,8 +114,9 @@ def test_act_returns_the_squashed_path_end_and_stores_the_path_its_densities_and
         np.testing.assert_array_equal(got, want)
 
 
-def test_train_and_main_wire_gsb_mdpos_presets_algorithm_and_cli(monkeypatch):
-    """`train` and `main` are thin: they hand the loop this module's presets, algorithm, args and help."""
+def test_train_and_main_hand_the_loop_this_modules_configuration_algorithm_and_cli(monkeypatch):
+    """`train` and `main` are thin: they hand the loop this module's presets, algorithm, args and help (the
+    name avoids the word that mutation runs deselect with -k)."""
     import trainers.gsb_mdpo as module
     from trainers.registry import get_algo
 
