@@ -245,17 +245,24 @@ def test_each_epoch_draws_one_permutation_and_each_minibatch_a_loss_key_from_one
     assert float(metrics["key_draw"]) == pytest.approx(np.mean(key_draws), rel=1e-6)
 
 
+def hand_advantages(model, data, gamma=0.9, lam=0.8):
+    """GAE of the sequences [S, T] with `model`'s critic, time-major [T, S]."""
+    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    values = jax.vmap(jax.vmap(model.value))(data.obs)
+    next_values = jax.vmap(jax.vmap(model.value))(data.final_obs)
+    advantages, _ = compute_gae(swap(data.reward), swap(values), swap(next_values), swap(data.terminated),
+                                swap(data.truncated), gamma, lam)  # fmt: skip
+    return advantages
+
+
 def test_the_epochs_see_the_advantages_of_the_rollout_critic_once_per_sequence(model):
     """Without per-minibatch GAE, the advantages come from the critic the rollout ended with; every epoch
     covers every sequence once, so their mean over the epochs' minibatches is the batch mean."""
     args = args_with(epochs=2, num_minibatches=2, normalize_advantages=False, gamma=0.9, gae_lambda=0.8)
     _, data, _, metrics = run_update(model, args)
-    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
-    values = jax.vmap(jax.vmap(model.value))(data.obs)
-    next_values = jax.vmap(jax.vmap(model.value))(data.final_obs)
-    advantages, _ = compute_gae(swap(data.reward), swap(values), swap(next_values), swap(data.terminated),
-                                swap(data.truncated), 0.9, 0.8)  # fmt: skip
-    assert float(metrics["advantages"]) == pytest.approx(float(advantages.mean()), rel=1e-5, abs=1e-6)
+    assert float(metrics["advantages"]) == pytest.approx(
+        float(hand_advantages(model, data).mean()), rel=1e-5, abs=1e-6
+    )
 
 
 def test_per_minibatch_gae_starts_from_the_critic_it_is_given(model):
@@ -263,12 +270,9 @@ def test_per_minibatch_gae_starts_from_the_critic_it_is_given(model):
     any step (the zeros passed in its place are never used)."""
     args = args_with(recompute_gae=True, normalize_advantages=False, gamma=0.9, gae_lambda=0.8)
     _, data, _, metrics = run_update(model, args)
-    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
-    values = jax.vmap(jax.vmap(model.value))(data.obs)
-    next_values = jax.vmap(jax.vmap(model.value))(data.final_obs)
-    advantages, _ = compute_gae(swap(data.reward), swap(values), swap(next_values), swap(data.terminated),
-                                swap(data.truncated), 0.9, 0.8)  # fmt: skip
-    assert float(metrics["advantages"]) == pytest.approx(float(advantages.mean()), rel=1e-5, abs=1e-6)
+    assert float(metrics["advantages"]) == pytest.approx(
+        float(hand_advantages(model, data).mean()), rel=1e-5, abs=1e-6
+    )
 
 
 @pytest.mark.parametrize(
