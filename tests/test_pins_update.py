@@ -381,13 +381,10 @@ def test_per_minibatch_gae_reuses_the_value_losss_critic_pass(model, env):
     CountingCritic.traces.clear()
     _, metrics = loss_of(counting, args, zeros, zeros)
     assert len(CountingCritic.traces) == 2
-    data = make_data()
-    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
-    values = jax.vmap(jax.vmap(counting.value))(data.obs)
-    next_values = jax.vmap(jax.vmap(counting.value))(data.final_obs)
-    advantages, _ = compute_gae(swap(data.reward), swap(values), swap(next_values), swap(data.terminated),
-                                swap(data.truncated), 0.9, args.rollout.gae_lambda)  # fmt: skip
-    np.testing.assert_allclose(metrics["advantages"], swap(advantages).reshape(-1), rtol=1e-5, atol=1e-6)
+    advantages = hand_advantages(counting, make_data(), 0.9, args.rollout.gae_lambda)
+    np.testing.assert_allclose(
+        metrics["advantages"], jnp.swapaxes(advantages, 0, 1).reshape(-1), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_playground_bootstraps_gather_only_the_needed_observations_per_sequence(model, monkeypatch):
