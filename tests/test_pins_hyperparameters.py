@@ -178,7 +178,7 @@ BASELINES = {
 
 
 @pytest.mark.parametrize(("method", "preset"), sorted(BASELINES), ids=lambda x: x)
-def test_baseline_presets_are_their_table_columns(method, preset):
+def test_baseline_columns_are_their_table_values(method, preset):
     args = importlib.import_module(f"trainers.{method}").PRESETS[preset](
         "Hopper-v5" if preset == "gym" else "BallInCup"
     )

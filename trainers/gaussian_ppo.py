@@ -103,9 +103,6 @@ class GaussianPpo(AbstractAlgorithm):
         }
         return loss, metrics
 
-    def deterministic_act(self, actor: GaussianActor, obs):
-        return jax.vmap(actor.act)(obs)
-
 
 def playground_preset(env: str | None) -> Args:
     """Table 1, PPO column, with the FPO reference's PPO actor: 4x32 SiLU with a state-dependent softplus

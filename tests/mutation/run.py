@@ -53,19 +53,39 @@ MODULES = {
     ),
     "gaussian_ppo": (
         "trainers/gaussian_ppo.py",
-        ["tests/test_gaussian_ppo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
+        [
+            "tests/test_gaussian_ppo.py",
+            "tests/test_pins_losses.py",
+            "tests/test_pins_hyperparameters.py",
+            "tests/test_pins_baselines.py",
+        ],
     ),
     "dppo": (
         "trainers/dppo.py",
-        ["tests/test_dppo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
+        [
+            "tests/test_dppo.py",
+            "tests/test_pins_losses.py",
+            "tests/test_pins_hyperparameters.py",
+            "tests/test_pins_baselines.py",
+        ],
     ),
     "fpo": (
         "trainers/fpo.py",
-        ["tests/test_fpo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
+        [
+            "tests/test_fpo.py",
+            "tests/test_pins_losses.py",
+            "tests/test_pins_hyperparameters.py",
+            "tests/test_pins_baselines.py",
+        ],
     ),
     "genpo": (
         "trainers/genpo.py",
-        ["tests/test_genpo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
+        [
+            "tests/test_genpo.py",
+            "tests/test_pins_losses.py",
+            "tests/test_pins_hyperparameters.py",
+            "tests/test_pins_baselines.py",
+        ],
     ),
 }
 """module name -> (file to mutate, the fast test files that pin it)."""
