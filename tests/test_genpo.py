@@ -129,6 +129,24 @@ def test_loss_at_the_rollout_policy_is_the_plain_surrogate_plus_compress():
     surrogate = np.minimum(ratio * advantages, np.clip(ratio, 0.8, 1.2) * advantages)
     assert float(m2["policy_loss"]) == pytest.approx(-surrogate.mean(), rel=1e-3)
     assert float(m2["clip_frac"]) == pytest.approx(np.mean(np.abs(ratio - 1) > 0.2))
+    assert float(m2["ratio_max"]) == pytest.approx(ratio.max(), rel=1e-3)
+    log_ratio = -np.linspace(-0.5, 0.5, 16)
+    assert float(m2["approx_kl"]) == pytest.approx(np.mean(np.expm1(log_ratio) - log_ratio), rel=1e-2)
+    assert float(m2["log_prob_mean"]) == pytest.approx(float(extras.log_prob.mean()), abs=1e-4)
+    assert float(m2["compress_gap"]) == 0.0  # no fresh samples without the compress loss
+    x1 = np.asarray(extras.x1, np.float64)
+    assert float(m2["stored_gap"]) == pytest.approx(
+        np.linalg.norm(x1[:, :2] - x1[:, 2:], axis=-1).mean(), rel=1e-5
+    )
+    assert float(m2["adv_mean"]) == pytest.approx(float(advantages.mean()), rel=1e-5, abs=1e-7)
+    assert float(m2["adv_std"]) == pytest.approx(float(advantages.std()), rel=1e-5)
+    # The compress gap: E sqrt(|z - y|^2 + 1e-8) on fresh forward samples of the loss key.
+    fresh = np.asarray(
+        jax.vmap(actor.forward)(obs, jax.random.normal(jax.random.key(10), (16, 4))), np.float64
+    )
+    gap = np.sqrt(((fresh[:, :2] - fresh[:, 2:]) ** 2).sum(-1) + 1e-8).mean()
+    assert float(m["compress_gap"]) == pytest.approx(gap, rel=1e-4)
+    assert float(m["policy_loss"]) == pytest.approx(-float(advantages.mean()), abs=1e-4)
 
 
 def test_save_load_round_trip_and_clear_errors(tmp_path):

@@ -151,6 +151,11 @@ def test_gaussian_ppo_ratio_and_clip_epsilon(gaussian):
         assert float(loss) == pytest.approx(-ppo_surrogate(ratio, advantages, eps).mean(), rel=1e-5)
         assert float(metrics["clip_frac"]) == pytest.approx(np.mean(np.abs(ratio - 1) > eps))
         assert float(metrics["ratio_max"]) == pytest.approx(math.exp(0.5), rel=1e-5)
+        assert float(metrics["ratio_mean"]) == pytest.approx(ratio.mean(), rel=1e-5)
+        assert float(metrics["approx_kl"]) == pytest.approx(np.mean(np.expm1(offsets) - offsets), rel=1e-4)
+        assert float(metrics["adv_mean"]) == pytest.approx(advantages.mean(), rel=1e-6)
+        assert float(metrics["adv_std"]) == pytest.approx(advantages.std(), rel=1e-6)
+        assert float(metrics["std_mean"]) == pytest.approx(math.exp(-0.5), rel=1e-5)  # init_log_std -0.5
 
 
 def test_gaussian_ppo_entropy_coef_subtracts_its_multiple_of_the_entropy(gaussian):
@@ -190,6 +195,10 @@ def test_fpo_ratio_exponentiates_the_average_cfm_loss_difference(tiny_policy, fp
     log_ratios = shifts.astype(np.float64).mean(1)
     assert float(metrics["ratio_mean"]) == pytest.approx(np.exp(log_ratios).mean(), rel=1e-5)
     assert float(metrics["ratio_max"]) == pytest.approx(np.exp(log_ratios).max(), rel=1e-5)
+    k3 = np.mean(np.expm1(log_ratios) - log_ratios)
+    assert float(metrics["approx_kl_k3"]) == pytest.approx(k3, rel=1e-3)
+    assert float(metrics["cfm_loss"]) == pytest.approx(float(jnp.mean(extras.cfm_losses)), rel=1e-5)
+    assert float(metrics["adv_mean"]) == pytest.approx(2 / 3, rel=1e-6)
 
 
 @pytest.mark.parametrize("eps", [0.01, 0.05])
@@ -222,3 +231,7 @@ def test_dppo_ratio_is_per_denoising_step_and_the_final_step_gets_the_whole_adva
     assert float(loss) == pytest.approx(-ppo_surrogate(ratio, step_adv, 0.2).mean(), rel=1e-5)
     assert float(metrics["ratio_max"]) == pytest.approx(math.exp(0.5), rel=1e-5)
     assert float(metrics["clip_frac"]) == pytest.approx(1 / (3 * n))
+    assert float(metrics["ratio_mean"]) == pytest.approx(ratio.mean(), rel=1e-5)
+    assert float(metrics["approx_kl_k3"]) == pytest.approx(np.mean(np.expm1(offsets) - offsets), rel=1e-4)
+    assert float(metrics["step_log_prob"]) == pytest.approx(float(jnp.mean(extras.log_probs)), rel=1e-5)
+    assert float(metrics["adv_mean"]) == pytest.approx(float(jnp.mean(ADVANTAGES)), rel=1e-6)

@@ -46,6 +46,29 @@ MODULES = {
         "gsbpolicy/_networks.py",
         ["tests/test_gsbpolicy.py", "tests/test_pins_core.py", "tests/test_pins_networks.py"],
     ),
+    "gaussian": (
+        "gsbpolicy/_gaussian.py",
+        [
+            "tests/test_gaussian_ppo.py",
+            "tests/test_pins_losses.py",
+            "tests/test_pins_baselines.py",
+            "tests/test_policy_kinds.py",
+        ],
+    ),
+    "coupling": (
+        "gsbpolicy/_coupling.py",
+        ["tests/test_genpo.py", "tests/test_pins_baselines.py", "tests/test_policy_kinds.py"],
+    ),
+    "ddpm": ("gsbpolicy/_ddpm.py", ["tests/test_dppo.py", "tests/test_io.py"]),
+    "policy": (
+        "gsbpolicy/_policy.py",
+        [
+            "tests/test_gsbpolicy.py",
+            "tests/test_sde.py",
+            "tests/test_pins_core.py",
+            "tests/test_policy_kinds.py",
+        ],
+    ),
     "update": ("trainers/_core/update.py", ["tests/test_pins_update.py", "tests/test_gae.py"]),
     "gsb_mdpo": (
         "trainers/gsb_mdpo.py",
