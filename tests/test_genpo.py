@@ -121,16 +121,16 @@ def test_loss_at_the_rollout_policy_is_the_plain_surrogate_plus_compress():
         -float(advantages.mean()) + 0.1 * float(extras.log_prob.mean()) + 0.5 * float(m["compress_gap"])
     )
     assert float(loss) == pytest.approx(expected, abs=1e-4)
-    # Shifted old log-probs: the clipped surrogate, by hand.
-    shifted = extras._replace(log_prob=extras.log_prob + jnp.linspace(-0.5, 0.5, 16))
+    # Shifted old log-probs (not centred, so the k3 KL's sign shows): the clipped surrogate, by hand.
+    shifted = extras._replace(log_prob=extras.log_prob + jnp.linspace(-0.5, 0.3, 16))
     plain = GenPO(GenPOArgs(clip=0.2, compress_coef=0.0))
     _, m2 = eqx.filter_jit(plain.actor_loss)(actor, obs, shifted, advantages, None)
-    ratio = np.exp(-np.linspace(-0.5, 0.5, 16))
+    ratio = np.exp(-np.linspace(-0.5, 0.3, 16))
     surrogate = np.minimum(ratio * advantages, np.clip(ratio, 0.8, 1.2) * advantages)
     assert float(m2["policy_loss"]) == pytest.approx(-surrogate.mean(), rel=1e-3)
     assert float(m2["clip_frac"]) == pytest.approx(np.mean(np.abs(ratio - 1) > 0.2))
     assert float(m2["ratio_max"]) == pytest.approx(ratio.max(), rel=1e-3)
-    log_ratio = -np.linspace(-0.5, 0.5, 16)
+    log_ratio = -np.linspace(-0.5, 0.3, 16)
     assert float(m2["approx_kl"]) == pytest.approx(np.mean(np.expm1(log_ratio) - log_ratio), rel=1e-2)
     assert float(m2["log_prob_mean"]) == pytest.approx(float(extras.log_prob.mean()), abs=1e-4)
     assert float(m2["compress_gap"]) == 0.0  # no fresh samples without the compress loss

@@ -162,7 +162,7 @@ def test_dppo_actor_sets_time_direction_and_parameterization_from_its_args():
     ddpm = Dppo(DppoArgs(ddpm=True)).make_actor(dataclasses.replace(SPEC, sigma_max=0.0), None, key=key)
     assert (ddpm.spec.parameterization, ddpm.spec.time_reversed) == ("ddpm", False)
     with pytest.raises(
-        ValueError, match="DPPO needs Gaussian generation steps: policy.sigma_max must be > 0"
+        ValueError, match=r"^DPPO needs Gaussian generation steps: policy.sigma_max must be > 0$"
     ):
         Dppo(DppoArgs()).make_actor(dataclasses.replace(SPEC, sigma_max=0.0), None, key=key)
 
@@ -251,3 +251,43 @@ def test_genpo_act_pushes_the_keys_doubled_draw_and_stores_its_exact_density():
     )
     np.testing.assert_allclose(extras.log_prob, jax.vmap(actor.log_prob)(OBS, x1), rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(actions, jax.vmap(actor.to_env)(x1))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"flow_mix": 0.0}, r"^algo.flow_mix must be in \(0, 1\], got 0.0$"),
+        ({"flow_mix": 1.01}, r"^algo.flow_mix must be in \(0, 1\], got 1.01$"),
+        ({"clip": 0.0}, r"^need algo.clip > 0 and algo.compress_coef >= 0, got 0.0, 0.01$"),
+        ({"compress_coef": -0.01}, r"^need algo.clip > 0 and algo.compress_coef >= 0, got 0.2, -0.01$"),
+    ],
+)
+def test_genpo_args_refuse_a_mix_outside_0_1_a_non_positive_clip_and_a_negative_compress(changes, message):
+    with pytest.raises(ValueError, match=message):
+        GenPOArgs(**changes).validate()
+
+
+def test_genpo_args_accept_their_boundaries():
+    for changes in ({"flow_mix": 1.0}, {"flow_mix": 1e-3}, {"compress_coef": 0.0}, {"clip": 0.5}):
+        GenPOArgs(**changes).validate()
+
+
+class CoincidentHalves:
+    """A stand-in GenPO flow whose forward map returns z = y: the compress loss's epsilon is all that keeps
+    its square root (and its gradient) finite there."""
+
+    def __init__(self, actor):
+        self.spec, self.log_prob = actor.spec, actor.log_prob
+
+    def forward(self, obs, x0):
+        d = self.spec.act_dim
+        return jnp.concatenate([x0[:d], x0[:d]])
+
+
+def test_genpo_compress_gap_is_finite_where_the_two_halves_coincide():
+    actor = make_genpo(SPEC, 0.8, key=jax.random.key(0))
+    algo = GenPO(GenPOArgs(compress_coef=0.5))
+    _, extras = algo.act(actor, OBS, jax.random.key(9))
+    loss, metrics = algo.actor_loss(CoincidentHalves(actor), OBS, extras, jnp.ones(3), jax.random.key(1))
+    assert float(metrics["compress_gap"]) == pytest.approx(1e-4, rel=1e-3)  # sqrt(0 + 1e-8)
+    assert np.isfinite(float(loss))
