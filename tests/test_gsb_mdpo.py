@@ -112,23 +112,3 @@ def test_act_returns_the_squashed_path_end_and_stores_the_path_its_densities_and
     assert isinstance(extras, PathExtras)
     for got, want in zip(extras, sample, strict=True):
         np.testing.assert_array_equal(got, want)
-
-
-def test_train_and_main_hand_the_loop_this_modules_configuration_algorithm_and_cli(monkeypatch):
-    """`train` and `main` are thin: they hand the loop this module's presets, algorithm, args and help (the
-    name avoids the word that mutation runs deselect with -k)."""
-    import trainers.gsb_mdpo as module
-    from trainers.registry import get_algo
-
-    calls = []
-    monkeypatch.setattr(module, "loop_train", lambda *a: calls.append(("train", a)))
-    monkeypatch.setattr(module, "run_cli", lambda *a: calls.append(("cli", a)))
-    module.train("Hopper-v5", total_steps=5)
-    module.train("Hopper-v5", preset="gym")
-    module.main(["--seed", "3"])
-    assert calls == [
-        ("train", (module.PRESETS, GsbMdpo, "Hopper-v5", "cpu", {"total_steps": 5})),
-        ("train", (module.PRESETS, GsbMdpo, "Hopper-v5", "gym", {})),
-        ("cli", (module.Args, module.PRESETS, GsbMdpo, module.__doc__, ["--seed", "3"],
-                 get_algo("gsb_mdpo").load_hint)),
-    ]  # fmt: skip

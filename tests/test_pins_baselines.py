@@ -1,8 +1,9 @@
 """Pins of what each baseline file does besides its loss (the losses are pinned in test_pins_losses): how it
 builds its actor from the spec and its arguments, what `act` samples and stores for the update, the cpu
-presets and every preset's default task, and the thin `train` / `main` wiring. Each test names one behaviour
-so that a mutation of any one line in trainers/{gaussian_ppo,dppo,fpo,genpo}.py fails a test. (No test name
-here contains the word that mutation runs deselect with -k.)"""
+presets and every preset's default task (the `train` / `main` wiring of all five methods is pinned in
+test_pins_hyperparameters). Each test names one behaviour so that a mutation of any one line in
+trainers/{gaussian_ppo,dppo,fpo,genpo}.py fails a test. (No test name here contains the word that mutation
+runs deselect with -k.)"""
 
 import dataclasses
 import importlib
@@ -25,10 +26,8 @@ from trainers.dppo import ChainExtras, Dppo, DppoArgs, per_dim_log_probs
 from trainers.fpo import CfmExtras, Fpo, FpoArgs, cfm_losses
 from trainers.gaussian_ppo import GaussianExtras, GaussianPpo, GaussianPpoArgs
 from trainers.genpo import GenPO, GenPOArgs, GenPOExtras
-from trainers.registry import get_algo
 
 BASELINES = ["gaussian_ppo", "dppo", "fpo", "genpo"]
-CLASSES = {"gaussian_ppo": GaussianPpo, "dppo": Dppo, "fpo": Fpo, "genpo": GenPO}
 SPEC = PolicySpec(obs_dim=3, act_dim=2, num_steps=4, width=8, depth=1, time_embed_dim=4, squash="tanh",
                   sigma_schedule="constant", sigma_max=0.3, action_low=(-1.0, -2.0), action_high=(1.0, 2.0),
                   env_id="Tiny-v0")  # fmt: skip
@@ -38,27 +37,6 @@ OBS = jax.random.normal(jax.random.key(1), (3, 3))
 def same(a, b):
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(x, y)
-
-
-@pytest.mark.parametrize("method", BASELINES)
-def test_train_and_main_hand_the_loop_this_modules_configuration(method, monkeypatch):
-    module = importlib.import_module(f"trainers.{method}")
-    calls = []
-    monkeypatch.setattr(module, "loop_train", lambda *a: calls.append(("train", a)))
-    monkeypatch.setattr(module, "run_cli", lambda *a: calls.append(("cli", a)))
-    module.train("Hopper-v5", total_steps=5)
-    module.train("Hopper-v5", preset="gym")
-    module.main(["--seed", "3"])
-    algo = CLASSES[method]
-    assert calls == [
-        ("train", (module.PRESETS, algo, "Hopper-v5", "cpu", {"total_steps": 5})),
-        ("train", (module.PRESETS, algo, "Hopper-v5", "gym", {})),
-        (
-            "cli",
-            (module.Args, module.PRESETS, algo, module.__doc__, ["--seed", "3"], get_algo(method).load_hint),
-        ),
-    ]
-    assert algo.name == method and set(module.PRESETS) == {"cpu", "playground", "gym"}
 
 
 @pytest.mark.parametrize("method", BASELINES)

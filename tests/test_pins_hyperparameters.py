@@ -184,3 +184,36 @@ def test_baseline_columns_are_their_table_values(method, preset):
     )
     for group, expected in BASELINES[method, preset].items():
         assert fields(args, group) == pytest.approx(expected), (method, preset, group)
+
+
+ALGORITHMS = {
+    "gsb_mdpo": "GsbMdpo",
+    "gaussian_ppo": "GaussianPpo",
+    "dppo": "Dppo",
+    "fpo": "Fpo",
+    "genpo": "GenPO",
+}
+
+
+@pytest.mark.parametrize("method", sorted(ALGORITHMS))
+def test_train_and_main_hand_the_loop_this_modules_configuration(method, monkeypatch):
+    """`train` and `main` are thin: they hand the loop this module's presets, algorithm, args and help."""
+    from trainers.registry import get_algo
+
+    module = importlib.import_module(f"trainers.{method}")
+    algo = getattr(module, ALGORITHMS[method])
+    calls = []
+    monkeypatch.setattr(module, "loop_train", lambda *a: calls.append(("train", a)))
+    monkeypatch.setattr(module, "run_cli", lambda *a: calls.append(("cli", a)))
+    module.train("Hopper-v5", total_steps=5)
+    module.train("Hopper-v5", preset="gym")
+    module.main(["--seed", "3"])
+    assert calls == [
+        ("train", (module.PRESETS, algo, "Hopper-v5", "cpu", {"total_steps": 5})),
+        ("train", (module.PRESETS, algo, "Hopper-v5", "gym", {})),
+        (
+            "cli",
+            (module.Args, module.PRESETS, algo, module.__doc__, ["--seed", "3"], get_algo(method).load_hint),
+        ),
+    ]
+    assert algo.name == method and set(module.PRESETS) == {"cpu", "playground", "gym"}
