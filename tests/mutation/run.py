@@ -37,6 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "hub_cards" / "results" / "raw"
 
+LOSS_PINS = ["tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"]
+"""The pins every algorithm module's mutants run against: its loss terms and its preset values."""
+
 MODULES = {
     "gae": ("trainers/_core/gae.py", ["tests/test_gae.py", "tests/test_pins_core.py"]),
     "sde": ("gsbpolicy/_sde.py", ["tests/test_sde.py", "tests/test_pins_core.py"]),
@@ -70,46 +73,11 @@ MODULES = {
         ],
     ),
     "update": ("trainers/_core/update.py", ["tests/test_pins_update.py", "tests/test_gae.py"]),
-    "gsb_mdpo": (
-        "trainers/gsb_mdpo.py",
-        ["tests/test_gsb_mdpo.py", "tests/test_pins_losses.py", "tests/test_pins_hyperparameters.py"],
-    ),
-    "gaussian_ppo": (
-        "trainers/gaussian_ppo.py",
-        [
-            "tests/test_gaussian_ppo.py",
-            "tests/test_pins_losses.py",
-            "tests/test_pins_hyperparameters.py",
-            "tests/test_pins_baselines.py",
-        ],
-    ),
-    "dppo": (
-        "trainers/dppo.py",
-        [
-            "tests/test_dppo.py",
-            "tests/test_pins_losses.py",
-            "tests/test_pins_hyperparameters.py",
-            "tests/test_pins_baselines.py",
-        ],
-    ),
-    "fpo": (
-        "trainers/fpo.py",
-        [
-            "tests/test_fpo.py",
-            "tests/test_pins_losses.py",
-            "tests/test_pins_hyperparameters.py",
-            "tests/test_pins_baselines.py",
-        ],
-    ),
-    "genpo": (
-        "trainers/genpo.py",
-        [
-            "tests/test_genpo.py",
-            "tests/test_pins_losses.py",
-            "tests/test_pins_hyperparameters.py",
-            "tests/test_pins_baselines.py",
-        ],
-    ),
+    "gsb_mdpo": ("trainers/gsb_mdpo.py", ["tests/test_gsb_mdpo.py", *LOSS_PINS]),
+    **{
+        name: (f"trainers/{name}.py", [f"tests/test_{name}.py", *LOSS_PINS, "tests/test_pins_baselines.py"])
+        for name in ("gaussian_ppo", "dppo", "fpo", "genpo")
+    },
 }
 """module name -> (file to mutate, the fast test files that pin it)."""
 
