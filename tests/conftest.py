@@ -62,3 +62,21 @@ def tiny_policy(tiny_spec):
     policy = make_policy(tiny_spec, key=jax.random.key(42))
     batch = np.random.default_rng(0).normal(2.0, 3.0, (64, tiny_spec.obs_dim)).astype(np.float32)
     return policy.with_normalizer(policy.normalizer.update(batch))
+
+
+LONGEST_FILES_FIRST = ()
+"""Test files by measured duration, longest first (`--durations=0` summed per file, 2-core CPU). With
+`-n 2 --dist loadfile` each file runs whole on one of the two workers, and xdist hands the files out in
+queue order as workers free up; by default it queues the files with the most tests first, and the longest
+files here have few tests, so they started last and one worker sat idle for minutes at the end. Queued
+longest first, the short files fill in around them."""
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist >= 3.6: keep the collection order below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order

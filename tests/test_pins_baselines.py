@@ -166,6 +166,36 @@ def test_dppo_act_clips_only_the_step_draws_and_stores_the_chain(per_dim):
     np.testing.assert_array_equal(actions, jax.vmap(actor.to_env)(sample.path[:, -1]))
 
 
+TERMS = np.array([[-8.0, 1.4], [3.0, 2.5]], np.float32)
+"""Two generation steps' per-dimension log-densities (2 action dims), one far below DPPO's clamp of
+[-5, 2] in one dimension, one above it in both."""
+
+
+@pytest.mark.parametrize(
+    ("per_dim", "reduction", "clamp", "want"),
+    [
+        (
+            True,
+            "mean",
+            (-5.0, 2.0),
+            [(-5.0 + 1.4) / 2, (2.0 + 2.0) / 2],
+        ),  # official DPPO: clamp, then average
+        (True, "sum", (-5.0, 2.0), [-5.0 + 1.4, 2.0 + 2.0]),
+        (True, "sum", None, [-8.0 + 1.4, 3.0 + 2.5]),
+        (False, "mean", (-5.0, 2.0), [(-8.0 + 1.4) / 2, 2.0]),  # average, then clamp the step's value
+        (False, "sum", (-5.0, 2.0), [-5.0, 2.0]),
+        (False, "sum", None, [-8.0 + 1.4, 3.0 + 2.5]),
+    ],
+)
+def test_dppo_step_log_probs_reduce_and_clamp_in_the_order_asked(per_dim, reduction, clamp, want):
+    """Each branch of the ratio's step log-density: per-dimension input is clamped before the reduction, a
+    step's summed density after it; "mean" divides by act_dim, "sum" does not; no clamp leaves values as they
+    are."""
+    algo = Dppo(DppoArgs(log_prob_reduction=reduction, log_prob_clamp=clamp, log_prob_clamp_per_dim=per_dim))
+    terms = jnp.asarray(TERMS if per_dim else TERMS.sum(-1))
+    np.testing.assert_allclose(algo.step_log_probs(terms, 2), want, rtol=1e-6)
+
+
 def test_dppo_act_without_a_noise_clip_uses_the_keys_noise_as_drawn():
     algo = Dppo(DppoArgs())
     actor = algo.make_actor(SPEC, None, key=jax.random.key(0))

@@ -103,7 +103,6 @@ class Fpo(AbstractAlgorithm):
             action = action + a.additive_noise * jax.random.normal(k_add, action.shape)
         eps = jax.random.normal(k_eps, (batch, a.num_samples, spec.act_dim))
         t = jax.random.randint(k_t, (batch, a.num_samples), 0, spec.num_steps) / spec.num_steps
-        t = t.astype(eps.dtype)
         old = jax.vmap(cfm_losses, in_axes=(None, 0, 0, 0, 0))(actor, obs, action, eps, t)
         return jax.vmap(actor.to_env)(action), CfmExtras(action, eps, t, old)
 

@@ -81,9 +81,11 @@ MODULES = {
 }
 """module name -> (file to mutate, the fast test files that pin it)."""
 
-SLOW_TESTS = "not end_to_end and not onnx and not presets and not trainer_writes and not runs_end"
-"""Deselected everywhere: training runs, ONNX export and preset tables pin nothing the mutants change
-that the fast tests do not, and each costs tens of seconds per mutant."""
+SLOW_TESTS = (
+    "not end_to_end and not onnx and not presets and not trainer_writes and not runs_end and not publishes"
+)
+"""Deselected everywhere: training runs, ONNX export, publishing and preset tables pin nothing the mutants
+change that the fast tests do not, and each costs tens of seconds per mutant."""
 
 COPIED = ["gsbpolicy", "trainers", "export", "tests", "pyproject.toml"]
 PRELOAD = [
