@@ -178,21 +178,43 @@ def run_module(
     module_file, tests = MODULES[name]
     work = scratch / name
     before = 0.0
+    command = (
+        f"python tests/mutation/run.py {name}{' --resume' if resume else ''} --max-children {max_children}"
+    )
+    command += f" --minutes {minutes}" if minutes else ""
     if resume:
         if not (work / "setup.cfg").exists():
             sys.exit(f"nothing to resume: {work} holds no mutation run of {name}")
         before = json.loads((work / "elapsed.json").read_text())["seconds"]
+        provenance = _provenance(work)
+        provenance["runs"].append(f"{command}, at {_commit()}")
     else:
         _copy_sources(work)
         (work / "setup.cfg").write_text(_config(module_file, tests))
         (work / "preload.txt").write_text("\n".join(PRELOAD) + "\n")
+        provenance = {"source": _commit(), "runs": [command], "tests": f"{' '.join(tests)} -k '{SLOW_TESTS}'"}
+    (work / "provenance.json").write_text(json.dumps(provenance, indent=1))
     start = time.monotonic()
     _run_mutmut(work, max_children, minutes)
     (work / "elapsed.json").write_text(json.dumps({"seconds": before + time.monotonic() - start}))
-    return report_module(name, work, max_children, minutes)
+    return report_module(name, work)
 
 
-def report_module(name: str, work: Path, max_children: int, minutes: float | None) -> Counter:
+def _commit() -> str:
+    """The repository's commit, and whether uncommitted changes were copied with it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return head.stdout.strip() + (" + working tree" if dirty else "")
+
+
+def _provenance(work: Path) -> dict:
+    """What a scratch copy was made from and the commands that ran in it (recorded when they started, so that
+    a later --report-only or --resume reports them, not the repository as it is then)."""
+    return json.loads((work / "provenance.json").read_text())
+
+
+def report_module(name: str, work: Path) -> Counter:
     """Write `hub_cards/results/raw/mutation_<name>.txt` from the verdicts in the scratch copy `work`."""
     module_file, tests = MODULES[name]
     timing = json.loads((work / "elapsed.json").read_text()) if (work / "elapsed.json").exists() else {}
@@ -206,14 +228,13 @@ def report_module(name: str, work: Path, max_children: int, minutes: float | Non
     # Only "killed" is credited: a timeout (mutmut also reports a worker that raised as one) is listed with
     # the survivors for a look.
     not_killed = [mutant for mutant, status in statuses if status not in ("killed", "not checked")]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    provenance = _provenance(work)
     unchecked = counts["not checked"]
     stopped = f" (stopped early: {unchecked} of {len(statuses)} not checked)" if unchecked else ""
     report = [
-        f"mutmut run over {module_file} ({commit.stdout.strip()} + working tree){stopped}",
-        f"command: python tests/mutation/run.py {name} --max-children {max_children}"
-        + (f" --minutes {minutes}" if minutes else ""),
-        f"tests: {' '.join(tests)} -k '{SLOW_TESTS}'",
+        f"mutmut run over {module_file} ({provenance['source']}){stopped}",
+        "command: " + "; then ".join(provenance["runs"]),
+        f"tests: {provenance['tests']}",
         f"wall time: {elapsed:.0f} s for {tested} mutants tested ({elapsed / max(tested, 1):.1f} s each)",
         f"score: {counts['killed']}/{tested} killed ({100 * counts['killed'] / max(tested, 1):.1f} %)",
         "counts: " + json.dumps(dict(counts)),
@@ -260,7 +281,7 @@ def main(argv=None) -> None:
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="gsbpolicy-mutation-"))
     for name in modules:
         if args.report_only:
-            report_module(name, scratch / name, args.max_children, args.minutes)
+            report_module(name, scratch / name)
         else:
             run_module(name, scratch, args.max_children, args.minutes, args.resume)
 
