@@ -40,6 +40,7 @@ from ._io import PolicyFormatError, load_into, policy_tensors, write_policy_file
 from ._networks import DriftMLP
 from ._normalizer import RunningNorm
 from ._policy import FlowPolicy
+from ._schedules import time_grid
 from ._sde import prior_log_prob
 from ._spec import PolicySpec
 from ._types import Key, Obs, Scalar
@@ -65,7 +66,7 @@ class GenPOFlow(eqx.Module):
         return lambda half, t: self.velocity(obs_normalized, half, t)
 
     def _times(self):
-        return jnp.arange(self.spec.num_steps, dtype=jnp.float32) / self.spec.num_steps
+        return time_grid(self.spec.num_steps)[:-1]  # t_n, n = 0..N-1
 
     def forward(self, obs: Obs, x0):
         """x_N = f_s(x_0)."""

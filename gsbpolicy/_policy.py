@@ -8,7 +8,7 @@ import numpy as np
 from . import _ddpm, _sde
 from ._networks import DriftMLP
 from ._normalizer import RunningNorm
-from ._schedules import AbstractSigmaSchedule, make_schedule
+from ._schedules import AbstractSigmaSchedule, make_schedule, time_grid
 from ._spec import PolicySpec
 from ._types import Action, Drifts, Key, Noise, Obs, Path, Scalar, StepValues
 
@@ -68,7 +68,7 @@ class FlowPolicy(eqx.Module):
 
     def sigmas(self) -> StepValues:
         """sigma(t_n) for n = 0..N-1."""
-        return self.schedule(jnp.arange(self.spec.num_steps, dtype=jnp.float32) / self.spec.num_steps)
+        return self.schedule(time_grid(self.spec.num_steps)[:-1])
 
     def to_env(self, action: Action) -> Action:
         """Squash a^(N) to [-1, 1] (`tanh` or `clip`) and rescale to the action bounds; `none` is identity

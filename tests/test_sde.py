@@ -1,5 +1,8 @@
 """The SDE maths: step log-densities, samplers, schedules and the path-KL drift cost (paper eqs. 7-8, 15)."""
 
+import dataclasses
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -83,6 +86,24 @@ def test_sde_with_vanishing_sigma_equals_ode(tiny_spec, getkey):
     # ODE from a sampled a^(0) follows the same drift from there.
     noise = sample_noise(getkey(), spec)
     np.testing.assert_allclose(policy.sample(obs, noise).path, policy.sample_ode(obs, noise[0]), atol=1e-9)
+
+
+def test_every_sampler_clips_its_iterates_when_the_spec_asks(tiny_spec, getkey):
+    """`clip_iterates` (FlowRL's clip_sampler): the ODE path, the noise-free SDE path, their final actions
+    and `act` all keep a^(1..N) in [-1, 1]; a drift this large would leave it on the first step."""
+    spec = PolicySpec(**{**tiny_spec.to_dict(), "sigma_schedule": "constant", "sigma_max": 0.0, "sigma_min": 0.0,
+                         "clip_iterates": True, "output_scale": 50.0})  # fmt: skip
+    policy = make_policy(spec, key=getkey())
+    obs = jax.random.normal(getkey(), (spec.obs_dim,))
+    unclipped = make_policy(dataclasses.replace(spec, clip_iterates=False), key=getkey())
+    unclipped = eqx.tree_at(lambda p: p.drift_net, unclipped, policy.drift_net)
+    assert float(jnp.max(jnp.abs(unclipped.sample_ode(obs)[1:]))) > 1.5  # the clip binds
+    path = policy.sample_ode(obs)
+    assert float(jnp.max(jnp.abs(path[1:]))) == 1.0
+    noise = sample_noise(getkey(), spec).at[0].set(0.0)
+    np.testing.assert_allclose(policy.sample(obs, noise).path, path, atol=1e-6)
+    np.testing.assert_allclose(policy.sample_final(obs, noise), path[-1], atol=1e-6)
+    np.testing.assert_allclose(policy.act(obs), policy.to_env(path[-1]), atol=1e-6)
 
 
 def test_act_is_the_squashed_end_of_the_paths(tiny_policy, getkey):
