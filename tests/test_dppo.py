@@ -186,3 +186,16 @@ def test_presets_follow_the_tables():
     )
     assert gy.algo.log_prob_clamp == (-5.0, 2.0) and gy.algo.log_prob_clamp_per_dim
     assert dataclasses.asdict(gy.critic) == {"width": 256, "depth": 3, "activation": "elu"}
+
+
+def test_ddpm_step_of_a_time_off_the_grid_is_the_nearest_end_step():
+    """`t` maps to DDPM step round(t K), kept in 0..K-1: a time before the grid reads step 0's std, not (by
+    negative indexing) the last step's."""
+    from gsbpolicy._ddpm import DDPMSigma, step_tables
+
+    sigma = DDPMSigma(num_steps=5, min_std=0.0)
+    stds = np.asarray(step_tables(5)["std"], np.float32) * np.sqrt(5.0)
+    assert stds[0] != stds[-1]
+    np.testing.assert_allclose(sigma(jnp.float32(-0.3)), stds[0], rtol=1e-6)
+    np.testing.assert_allclose(sigma(jnp.float32(0.61)), stds[3], rtol=1e-6)
+    np.testing.assert_allclose(sigma(jnp.float32(1.3)), stds[4], rtol=1e-6)
