@@ -4,7 +4,7 @@
     python -m trainers.perf.report --check    # exit 1 if the README block is out of date
 
 Reads hub_cards/results/raw/: `startup_cpu.json` (`trainers.perf.startup`), `seed_groups_*.json`
-(`trainers.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs before and after) for the README block
+(`trainers.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs, the first the baseline) for the README block
 `<!-- perf:compile-once:start -->` ... `<!-- perf:compile-once:end -->`, and `new_user_steps.json` (the
 README's steps timed as a new user runs them) for `<!-- perf:new-user:... -->`. A missing file leaves its
 rows out.
@@ -76,10 +76,12 @@ def seed_group_lines(results: list[dict]) -> list[str]:
 
 
 def ci_lines(data: dict) -> list[str]:
-    before, after = data["before"], data["after"]
-    return [f"CI (`bash .ci/run` on a clean clone, {data['machine']}): {before['wall_s']:.0f} s at "
-            f"{before['commit']} ({before['tests']} tests) and {after['wall_s']:.0f} s at {after['commit']} "
-            f"({after['tests']} tests), {after['wall_s'] / before['wall_s']:.2f}x.", ""]  # fmt: skip
+    """The CI wall-clock of each recorded run, each later one as a ratio of the first (the baseline)."""
+    first, *later = data["runs"]
+    steps = [f"{run['wall_s']:.0f} s at {run['commit']} ({run['tests']} tests), "
+             f"{run['wall_s'] / first['wall_s']:.2f}x" for run in later]  # fmt: skip
+    return [f"CI (`bash .ci/run` on a clean clone, {data['machine']}): {first['wall_s']:.0f} s at "
+            f"{first['commit']} ({first['tests']} tests), then " + "; ".join(steps) + ".", ""]  # fmt: skip
 
 
 def block(raw: Path = RAW) -> str:
