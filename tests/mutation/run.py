@@ -211,7 +211,10 @@ def _commit() -> str:
 def _provenance(work: Path) -> dict:
     """What a scratch copy was made from and the commands that ran in it (recorded when they started, so that
     a later --report-only or --resume reports them, not the repository as it is then)."""
-    return json.loads((work / "provenance.json").read_text())
+    path = work / "provenance.json"
+    if not path.exists():  # a copy made before provenance was recorded
+        return {"source": "not recorded", "runs": ["not recorded"], "tests": "not recorded"}
+    return json.loads(path.read_text())
 
 
 def report_module(name: str, work: Path) -> Counter:
