@@ -219,7 +219,7 @@ def _provenance(work: Path) -> dict:
 
 def report_module(name: str, work: Path) -> Counter:
     """Write `hub_cards/results/raw/mutation_<name>.txt` from the verdicts in the scratch copy `work`."""
-    module_file, tests = MODULES[name]
+    module_file = MODULES[name][0]
     timing = json.loads((work / "elapsed.json").read_text()) if (work / "elapsed.json").exists() else {}
     elapsed = timing.get("seconds", float("nan"))
     listing = _mutmut(["results", "--all", "true"], work)
