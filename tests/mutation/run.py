@@ -19,7 +19,11 @@ run `mutmut run MUTANT_NAME` in SCRATCH/MODULE, then `python tests/mutation/run.
 
 JAX is not fork-safe once its backend has started, and a jit cache inherited from a parent that ran the
 unmutated code would hide the mutant. So mutmut's fork server is used with only plain imports preloaded:
-every mutant's tests start their JAX backend, and compile, from scratch.
+every mutant's tests start their JAX backend from scratch. They do share one persistent compilation cache per
+module (SCRATCH/MODULE/compile_cache), which cannot hide a mutant: its key is a hash of the compiled program
+(debug locations stripped), so a mutant that changes what a jitted function computes misses it and compiles,
+and only the functions it leaves untouched (most of them) are read back instead of compiled again. To recheck
+a survivor with `mutmut run NAME` by hand, export GSBPOLICY_COMPILE_CACHE=SCRATCH/MODULE/compile_cache first.
 """
 
 import argparse
@@ -161,7 +165,9 @@ def _copy_sources(work: Path) -> None:
 def _run_mutmut(work: Path, max_children: int, minutes: float | None) -> None:
     """`mutmut run` in `work`, stopped after `minutes` (the verdicts it reached are kept)."""
     with (work / "mutmut.log").open("w") as log:
-        process = subprocess.Popen(["mutmut", "run", "--max-children", str(max_children)], cwd=work,
+        # One compilation cache shared by the module's mutants (see the module docstring).
+        env = {**os.environ, "GSBPOLICY_COMPILE_CACHE": str(work / "compile_cache")}
+        process = subprocess.Popen(["mutmut", "run", "--max-children", str(max_children)], cwd=work, env=env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         try:
             process.wait(timeout=None if minutes is None else 60 * minutes)
