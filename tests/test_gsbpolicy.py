@@ -38,6 +38,36 @@ def test_predict_single_and_batch_shapes_and_bounds(policy):
     assert all(policy.action_space.contains(a) for a in batch)
 
 
+@pytest.mark.parametrize("squash", ["tanh", "clip", "none"])
+def test_to_env_squashes_then_rescales_to_the_bounds(tiny_spec, squash):
+    """a^(N) -> env action for each squash: tanh or clip to [-1, 1] then the affine map onto [low, high];
+    `none` keeps a^(N) and only clips it to the bounds."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    policy = make_policy(dataclasses.replace(tiny_spec, squash=squash), key=jax.random.key(0))
+    a = np.array([[0.5, -0.5], [3.0, -3.0], [-0.2, 4.0]], np.float32)
+    low, high = np.array(tiny_spec.action_low), np.array(tiny_spec.action_high)
+    unit = {"tanh": np.tanh(a), "clip": np.clip(a, -1.0, 1.0)}.get(squash)
+    expected = np.clip(a, low, high) if unit is None else low + 0.5 * (unit + 1.0) * (high - low)
+    np.testing.assert_allclose(jax.vmap(policy.to_env)(jnp.asarray(a)), expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_to_env_keeps_the_dtype_of_the_action_it_is_given(tiny_policy, dtype):
+    """The bounds are cast to the action's dtype, so a half-precision a^(N) gives a half-precision env action
+    (the same action as in float32, to that precision) instead of being promoted to float32."""
+    import jax.numpy as jnp
+
+    action = jnp.asarray([3.0, -3.0], dtype)
+    env_action = tiny_policy.to_env(action)
+    assert env_action.dtype == jnp.dtype(dtype)
+    expected = tiny_policy.to_env(action.astype(jnp.float32))
+    np.testing.assert_allclose(np.asarray(env_action, np.float32), expected, rtol=2e-2, atol=2e-2)
+
+
 def test_predict_matches_act_and_module(policy):
     obs = np.random.default_rng(1).normal(size=(5, policy.spec.obs_dim)).astype(np.float32)
     action, _ = policy.predict(obs)
@@ -139,3 +169,28 @@ def test_make_policy_builds_each_part_from_its_own_spec_fields(parameterization)
     else:
         assert isinstance(policy.schedule, LinearSigma)
         assert (policy.schedule.sigma_max, policy.schedule.sigma_min) == (1.5, 0.2)
+
+
+@pytest.mark.parametrize(
+    ("parameterization", "time_reversed"), [("velocity", False), ("velocity", True), ("ddpm", False)]
+)
+def test_the_drift_is_the_net_output_read_in_the_specs_time_and_parameterization(
+    parameterization, time_reversed
+):
+    """The sampler's drift at (a, t): the network fed the normalised observation and t, or 1 - t for a
+    time-reversed spec (the FPO reference's clock); a DDPM policy's network predicts noise, which
+    `_ddpm.drift` turns into the drift of step t."""
+    import jax
+    import jax.numpy as jnp
+
+    from gsbpolicy import _ddpm
+
+    spec = PolicySpec(obs_dim=3, act_dim=2, num_steps=4, width=8, depth=1, time_reversed=time_reversed,
+                      parameterization=parameterization, action_low=(-1.0, -1.0), action_high=(1.0, 1.0))  # fmt: skip
+    policy = make_policy(spec, key=jax.random.key(0))
+    obs, a = jnp.asarray([0.5, -1.0, 2.0]), jnp.asarray([0.3, -0.2])
+    drift = policy._drift_fn(obs)
+    for t in (0.0, 0.25, 0.75):
+        output = policy.drift_net(policy.normalizer(obs), a, 1.0 - t if time_reversed else t)
+        expected = _ddpm.drift(output, a, t, spec.num_steps) if parameterization == "ddpm" else output
+        np.testing.assert_allclose(drift(a, jnp.float32(t)), expected, rtol=1e-6, atol=1e-7)
