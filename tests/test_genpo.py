@@ -164,6 +164,27 @@ def test_save_load_round_trip_and_clear_errors(tmp_path):
         make_genpo(actor.spec, 0.0, key=jax.random.key(0))
 
 
+def test_make_genpo_builds_each_part_from_its_spec_and_takes_every_mix_in_0_1():
+    """The velocity net and the normaliser take their own spec fields (none left at a default that happens
+    to match); p = 1 (no mixing) is allowed, 0 and values above 1 are not."""
+    from gsbpolicy._networks import ACTIVATIONS, FourierEmbedding
+
+    spec = PolicySpec(obs_dim=3, act_dim=2, num_steps=4, width=12, depth=3, activation="tanh",
+                      time_embedding="fourier", time_embed_dim=6, output_scale=0.7, obs_clip=4.0, obs_eps=1e-3,
+                      action_low=(-1.0, -1.0), action_high=(1.0, 1.0))  # fmt: skip
+    actor = make_genpo(spec, 1.0, key=jax.random.key(0))
+    net = actor.velocity
+    assert (
+        actor.mix == 1.0 and isinstance(net.embedding, FourierEmbedding) and net.embedding.freqs.shape == (3,)
+    )
+    assert (net.mlp.in_size, net.mlp.out_size, net.mlp.width_size, net.mlp.depth) == (3 + 2 + 6, 2, 12, 3)
+    assert net.mlp.activation is ACTIVATIONS["tanh"] and net.output_scale == 0.7
+    assert (actor.normalizer.mean.shape, actor.normalizer.clip, actor.normalizer.eps) == ((3,), 4.0, 1e-3)
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match=r"p must be in \(0, 1\]"):
+            make_genpo(spec, bad, key=jax.random.key(0))
+
+
 def test_presets_follow_the_paper_tables():
     pg = playground_preset("CheetahRun")
     assert (pg.policy.num_steps, pg.policy.time_embed_dim, pg.policy.width, pg.policy.depth) == (5, 32, 64, 3)
