@@ -127,6 +127,13 @@ def test_policy_folder_round_trip(tmp_path, std):
     (tmp_path / "policy" / "config.json").write_text(json.dumps(config))
     with pytest.raises(PolicyFormatError, match="gaussian_mlp policy of format_version 99"):
         load_policy(tmp_path / "policy")
+    (tmp_path / "policy" / "config.json").write_text(
+        json.dumps({**config, "format_version": 1, "spec": [3, 1]})
+    )
+    with pytest.raises(
+        PolicyFormatError, match=r"invalid Gaussian policy spec: 'spec' must be an object, got \[3, 1\]"
+    ):
+        load_policy(tmp_path / "policy")
     with pytest.raises(FileNotFoundError, match="policy folder not found"):
         load_policy(tmp_path / "missing")
 
@@ -136,6 +143,35 @@ def test_bad_config_is_rejected():
         GaussianSpec(obs_dim=3, act_dim=1, action_low=(-1.0,), action_high=(1.0,), activation="swish")
     with pytest.raises(ValueError, match="act_dim"):
         GaussianSpec(obs_dim=3, act_dim=2, action_low=(-1.0,), action_high=(1.0,))
+
+
+BOUNDS_1D = {"action_low": (-1.0,), "action_high": (1.0,)}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"std": "fixed"}, r"std must be state\|param and squash tanh\|clip, got 'fixed', 'clip'"),
+        ({"squash": "sigmoid"}, r"std must be state\|param and squash tanh\|clip, got 'param', 'sigmoid'"),
+        ({"action_high": (1.0, 1.0)}, "action bounds must have act_dim = 1 entries"),
+        ({"obs_dim": 0}, "need obs_dim, act_dim, width >= 1 and depth >= 0"),
+        (
+            {"act_dim": 0, "action_low": (), "action_high": ()},
+            "need obs_dim, act_dim, width >= 1 and depth >= 0",
+        ),
+        ({"width": 0}, "need obs_dim, act_dim, width >= 1 and depth >= 0"),
+        ({"depth": -1}, "need obs_dim, act_dim, width >= 1 and depth >= 0"),
+    ],
+)
+def test_each_invalid_gaussian_spec_field_is_named(fields, message):
+    """One field wrong at a time, the others valid: each check fires on its own."""
+    with pytest.raises(ValueError, match=message):
+        GaussianSpec(**{"obs_dim": 3, "act_dim": 1, **BOUNDS_1D, **fields})
+
+
+def test_the_smallest_gaussian_spec_is_valid():
+    spec = GaussianSpec(obs_dim=1, act_dim=1, width=1, depth=0, **BOUNDS_1D)
+    assert (spec.obs_dim, spec.act_dim, spec.width, spec.depth) == (1, 1, 1, 0)
 
 
 def test_runs_end_to_end_and_its_folder_loads(tmp_path):
