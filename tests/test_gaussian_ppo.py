@@ -87,6 +87,13 @@ def test_log_prob_entropy_and_squash_match_numpy(std, squash):
         np.testing.assert_allclose(actor.entropy(jnp.asarray(obs), key), gaussian_entropy, rtol=1e-4)
 
 
+def test_a_state_independent_log_std_is_clipped_to_its_range():
+    """std = exp(clip(log_std, -20, 2)) (SB3's range): a log std driven far out by training stays usable."""
+    actor = eqx.tree_at(lambda a: a.log_std, make_actor("param", "clip"), jnp.asarray([5.0, -30.0]))
+    _, std = actor.distribution(jnp.zeros(3))
+    np.testing.assert_allclose(std, np.exp([2.0, -20.0]), rtol=1e-6)
+
+
 def test_tanh_log_det_is_stable_and_matches_numpy():
     u = np.array([-3.0, -0.5, 0.0, 0.7, 2.5], np.float32)
     np.testing.assert_allclose(
