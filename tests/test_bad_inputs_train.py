@@ -117,6 +117,18 @@ ROWS = [
     ),
     Row("unknown Playground task", ["--env", "NoSuchTask"], 2, r"unknown env 'NoSuchTask'"),
     Row(
+        "own JAX env whose module is missing",
+        ["--env", "no_such_package.envs:Reach"],
+        2,
+        r"env 'no_such_package\.envs:Reach': cannot import 'no_such_package\.envs'",
+    ),
+    Row(
+        "own JAX env the module does not register",
+        ["--env", "tests.jax_point_mass:Reach"],
+        2,
+        r"'tests\.jax_point_mass' did not register 'Reach' with dm_control_suite\.register_environment",
+    ),
+    Row(
         "seed group on a Gymnasium env",
         ["--seeds", "0", "1"],
         2,

@@ -219,5 +219,5 @@ def test_make_env_dispatch():
     assert isinstance(env, GymnasiumEnv)
     env.close()
     assert isinstance(make_env("CartpoleSwingup", 2), PlaygroundEnv)
-    with pytest.raises(ValueError, match="valid dm_control_suite names"):
+    with pytest.raises(ValueError, match="not a Playground task"):
         make_env("NoSuchTask", 2)

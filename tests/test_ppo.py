@@ -145,14 +145,15 @@ def test_cli_rejects_what_sb3_cannot_express(tmp_path):
         main(["--rollout.recompute-gae", "--output-dir", str(tmp_path / "x")])
 
 
-@pytest.mark.slow  # compiling the Playground step takes most of a minute on a shared 2-core CPU
 def test_playground_vecenv_reports_truncation_and_resets_to_first_states():
-    venv = PlaygroundVecEnv(PlaygroundEnv.make("CartpoleSwingup", 2, episode_length=3))
+    # The adapter is the same for every Playground env: a pure-JAX one compiles in a second, an MJX task's
+    # step in most of a minute on a shared 2-core CPU.
+    venv = PlaygroundVecEnv(PlaygroundEnv.make("tests.jax_point_mass:PointMass", 2, episode_length=3))
     venv.seed(0)
     first = venv.reset()
     assert first.shape == (2, venv.observation_space.shape[0])
     for step in range(3):
-        obs, reward, dones, infos = venv.step(np.full((2, 1), 0.5, np.float32))
+        obs, reward, dones, infos = venv.step(np.full((2, *venv.action_space.shape), 0.5, np.float32))
         assert reward.shape == (2,) and dones.tolist() == [step == 2] * 2
     assert all(info["TimeLimit.truncated"] for info in infos)
     assert not np.allclose(infos[0]["terminal_observation"], first[0])

@@ -3,10 +3,11 @@
 A grouped seed must be the run that seed gives alone. With `--seed-batching map` (the CPU default) it is,
 bit for bit: metrics.jsonl, checkpoints and weights. With `vmap` (the GPU default) XLA batches the reductions
 (the normaliser's variance, the gradient sums) and may add in another order, so what the test shows after 4
-iterations is agreement to float32 rounding: the episode statistics bit-identical, the weights to about 1e-9,
-the env states to about 1e-6 (qacc ~15: the physics fed actions that differ in the last bit), evaluation
+iterations is agreement to float32 rounding: the same episodes end at the same steps, their running returns,
+the weights and the env states (fed actions that differ in the last bit) agree to about 1e-5, evaluation
 returns to ~1e-7 relative and losses that are sums of terms near 0 (the mean advantage) to ~1e-7 absolute:
-the same experiment, not the same bits. A grouped run resumed after an interruption is bit-identical to the
+the same experiment, not the same bits. How close depends on the CPU's instruction set: on one 2-core AMD
+EPYC machine the running returns were bit-identical, on another they were not. A grouped run resumed after an interruption is bit-identical to the
 uninterrupted group (one program).
 """
 
@@ -45,8 +46,13 @@ TINY = dict(
 )
 
 
+POINT_MASS = "tests.jax_point_mass:PointMass"
+"""A pure-JAX Playground env: grouping is the same code for every Playground env, and its step compiles in
+a fraction of a second where an MJX task's takes 10-40 s (three runs of CartpoleBalance took ~5 minutes)."""
+
+
 def tiny(**changes):
-    return with_fields(playground_preset("CartpoleBalance"), **TINY, **changes)
+    return with_fields(playground_preset(POINT_MASS), **TINY, **changes)
 
 
 def records(run_dir: Path) -> list[dict]:
@@ -108,7 +114,9 @@ def test_a_vmapped_seed_is_that_seed_run_alone_up_to_float_rounding(runs):
     grouped, alone = root / "vmap" / "seed_1", root / "alone"
     assert_same_records(records(grouped), records(alone))
     a, b = tensors(grouped / "checkpoint/stats.safetensors"), tensors(alone / "checkpoint/stats.safetensors")
-    assert all(np.array_equal(a[k], b[k]) for k in a)  # the same episodes ended at the same steps
+    # The same episodes ended at the same steps; their running returns are sums of rounded rewards.
+    np.testing.assert_array_equal(a["['lengths']"], b["['lengths']"])
+    np.testing.assert_allclose(a["['totals']"], b["['totals']"], rtol=1e-5, atol=1e-6)
     a, b = tensors(grouped / "checkpoint/env.safetensors"), tensors(alone / "checkpoint/env.safetensors")
     assert a.keys() == b.keys()
     for key in a:  # the physics saw actions that differ in the last float32 bit

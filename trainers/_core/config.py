@@ -364,12 +364,9 @@ def check_env_id(env: str) -> None:
         if env_id not in gymnasium.registry:
             raise ValueError(f"unknown Gymnasium env id {env_id!r}")
         return
-    from .envs import PLAYGROUND_ENVS
+    from .envs.playground_env import resolve_playground_env
 
-    if env not in PLAYGROUND_ENVS:
-        raise ValueError(
-            f"unknown env {env!r}: not a Gymnasium id and not a Playground task {PLAYGROUND_ENVS}"
-        )
+    resolve_playground_env(env)
 
 
 def for_seed(args: TrainArgs, seed: int) -> TrainArgs:

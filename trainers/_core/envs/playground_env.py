@@ -1,7 +1,14 @@
 """`PlaygroundEnv`: a pure-functional, jittable batch of B MuJoCo Playground envs (dm_control_suite, MJX
-impl="jax") with its own time limit and auto-reset to cached first states."""
+impl="jax") with its own time limit and auto-reset to cached first states.
+
+Your own JAX env trains on this path too: subclass `mujoco_playground.MjxEnv`, register it with
+`mujoco_playground.dm_control_suite.register_environment(name, EnvClass, default_config)` when its module is
+imported, and pass `module:name` as the env id (the module is imported first, as Gymnasium's "module:Env-v0"
+ids are), or `name` in a process that has already imported it.
+"""
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -16,7 +23,34 @@ from mujoco_playground import MjxEnv, State, dm_control_suite
 from .base import Timestep
 
 PLAYGROUND_ENVS: tuple[str, ...] = tuple(dm_control_suite.ALL_ENVS)
-"""The MuJoCo Playground dm_control_suite task names `PlaygroundEnv.make` accepts."""
+"""MuJoCo Playground's own dm_control_suite task names (`PlaygroundEnv.make` also takes registered envs)."""
+
+
+def resolve_playground_env(env_id: str) -> str:
+    """The registered name of a Playground env id, importing the module of a "module:name" id first (so that
+    it can register its env, as `gymnasium.make` does for "module:Env-v0").
+
+    Raises:
+        ValueError: when the module cannot be imported or the name is not registered with
+            `dm_control_suite.register_environment` (nor one of Playground's own tasks).
+    """
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ValueError(f"env {env_id!r}: cannot import {module!r} ({err})") from None
+    try:
+        dm_control_suite.get_default_config(name)  # Playground's public registry lookup
+    except ValueError:
+        unregistered = f"{module!r} did not register {name!r} with dm_control_suite.register_environment; "
+        where = unregistered if module else ""
+        raise ValueError(
+            f"unknown env {env_id!r}: {where}not a Gymnasium id and not a Playground task {PLAYGROUND_ENVS} "
+            f"(your own JAX env: register it with mujoco_playground.dm_control_suite.register_environment "
+            f"and pass 'module:name')"
+        ) from None
+    return name
 
 
 class PlaygroundState(NamedTuple):
@@ -111,7 +145,8 @@ class PlaygroundEnv(eqx.Module):
         """Load a dm_control_suite task with the pure-JAX MJX backend.
 
         Args:
-            name: a name from `PLAYGROUND_ENVS`, e.g. "CartpoleSwingup".
+            name: a name from `PLAYGROUND_ENVS`, e.g. "CartpoleSwingup", or a registered env as
+                "module:name" or "name" (see the module docstring).
             num_envs: number of envs B stepped together.
             episode_length: time limit in physics control steps.
             action_repeat: physics control steps per agent step.
@@ -121,16 +156,13 @@ class PlaygroundEnv(eqx.Module):
         Raises:
             ValueError: for an unknown name, non-positive sizes or a task with dict observations.
         """
-        if name not in PLAYGROUND_ENVS:
-            raise ValueError(
-                f"unknown Playground env {name!r}; valid dm_control_suite names: {PLAYGROUND_ENVS}"
-            )
+        registered = resolve_playground_env(name)
         if min(num_envs, episode_length, action_repeat) < 1:
             raise ValueError(
                 f"num_envs, episode_length and action_repeat must be >= 1, got "
                 f"{num_envs}, {episode_length}, {action_repeat}"
             )
-        env = dm_control_suite.load(name, config_overrides={"impl": "jax", **(config_overrides or {})})
+        env = dm_control_suite.load(registered, config_overrides={"impl": "jax", **(config_overrides or {})})
         if jax.process_count() > 1:
             # MJX puts the model on jax.devices()[0], which only process 0 can read; every process of a
             # multi-process run keeps its own copy on one of its devices (a constant of the jitted code).
