@@ -76,12 +76,24 @@ def seed_group_lines(results: list[dict]) -> list[str]:
 
 
 def ci_lines(data: dict) -> list[str]:
-    """The CI wall-clock of each recorded run, each later one as a ratio of the first (the baseline)."""
-    first, *later = data["runs"]
-    steps = [f"{run['wall_s']:.0f} s at {run['commit']} ({run['tests']} tests), "
-             f"{run['wall_s'] / first['wall_s']:.2f}x" for run in later]  # fmt: skip
-    return [f"CI (`bash .ci/run` on a clean clone, {data['machine']}): {first['wall_s']:.0f} s at "
-            f"{first['commit']} ({first['tests']} tests), then " + "; ".join(steps) + ".", ""]  # fmt: skip
+    """The CI wall-clock of each recorded run as a ratio of its machine's baseline: runs are grouped by
+    machine (a run naming a `machine` starts a new group; ratios across machines would measure the machines),
+    and the first run of a group is its baseline."""
+    groups: list[tuple[str, list[dict]]] = []
+    for run in data["runs"]:
+        if not groups or "machine" in run:
+            groups.append((run.get("machine", data["machine"]), []))
+        groups[-1][1].append(run)
+    sentences = []
+    for machine, (first, *later) in groups:
+        steps = [f"{run['wall_s']:.0f} s at {run['commit']} ({run['tests']} tests), "
+                 f"{run['wall_s'] / first['wall_s']:.2f}x" for run in later]  # fmt: skip
+        then = ", then " + "; ".join(steps) if steps else ""
+        sentences.append(
+            f"On {machine}: {first['wall_s']:.0f} s at {first['commit']} ({first['tests']} tests){then}."
+        )
+    header = "CI wall-clock (`bash .ci/run` on a clean clone: install, ruff and tests; each ratio is to the first run on its machine)."
+    return [" ".join([header, *sentences]), ""]
 
 
 def block(raw: Path = RAW) -> str:
