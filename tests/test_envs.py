@@ -3,6 +3,9 @@
 The Playground tests share one jitted reset + `lax.scan` rollout (one XLA compile, ~10 s on 2 CPU cores).
 """
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
@@ -221,3 +224,29 @@ def test_make_env_dispatch():
     assert isinstance(make_env("CartpoleSwingup", 2), PlaygroundEnv)
     with pytest.raises(ValueError, match="not a Playground task"):
         make_env("NoSuchTask", 2)
+
+
+def test_playground_imports_without_torch_or_warp_and_leaves_them_importable():
+    """Playground would import torch and NVIDIA Warp (~3 s of a 2-core start) for backends never used here;
+    they stay unloaded, MJX knows Warp is unavailable, and the process can still import torch itself."""
+    script = (
+        "import sys; import trainers._core.envs.playground_env\n"
+        "assert not {'torch', 'warp'} & set(sys.modules), sorted({'torch', 'warp'} & set(sys.modules))\n"
+        "from mujoco.mjx import warp; assert not warp.WARP_INSTALLED\n"
+        "import torch; torch.zeros(1)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == ""  # MJX's notice about the missing Warp is not printed
+
+
+def test_evaluation_envs_share_the_training_envs_loaded_task():
+    train = PlaygroundEnv.make("tests.jax_point_mass:PointMass", 8, episode_length=20, action_repeat=2)
+    small = train.with_num_envs(3)
+    assert small.env is train.env and (small.num_envs, small.episode_length, small.action_repeat) == (
+        3,
+        20,
+        2,
+    )
+    _, obs = small.reset(jax.random.key(0))
+    assert obs.shape == (3, train.obs_dim)

@@ -92,10 +92,15 @@ class PlaygroundEvaluator:
     """The paper's Playground protocol: `eval.num_envs` fresh envs, one episode of `episode_length` steps
     each, as one jitted scan (compiled once per mode). With a `mesh`, the envs are split over its devices."""
 
-    def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs, mesh: Mesh | None = None):
+    def __init__(
+        self, algorithm: AbstractAlgorithm, args: TrainArgs, mesh: Mesh | None = None, train_env=None
+    ):
         rollout = args.rollout
-        env = PlaygroundEnv.make(args.env, args.eval.num_envs, episode_length=rollout.episode_length,
-                                 action_repeat=rollout.action_repeat)  # fmt: skip
+        if train_env is not None:  # the training envs' loaded task, resized
+            env = train_env.with_num_envs(args.eval.num_envs)
+        else:
+            env = PlaygroundEnv.make(args.env, args.eval.num_envs, episode_length=rollout.episode_length,
+                                     action_repeat=rollout.action_repeat)  # fmt: skip
         self.mesh = mesh
         self._run = make_playground_eval(algorithm, env, rollout.episode_length, mesh)
 
@@ -133,7 +138,7 @@ class PlaygroundBackend(EnvBackend):
         reset = jax.jit(lambda key: distributed.constrain(env.reset(key), distributed.batch_sharding(mesh)))
         self.env_state, self.obs = reset(distributed.put(env_key, distributed.replicated(mesh)))
         self._iteration = eqx.filter_jit(self._make_iteration(update))
-        self.evaluator = PlaygroundEvaluator(self.algorithm, self.args, mesh)
+        self.evaluator = PlaygroundEvaluator(self.algorithm, self.args, mesh, train_env=env)
         return state
 
     def _make_iteration(self, update):

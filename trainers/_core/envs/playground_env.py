@@ -8,6 +8,7 @@ ids are), or `name` in a process that has already imported it.
 """
 
 import contextlib
+import dataclasses
 import importlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -17,9 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
-from mujoco import mjx
-from mujoco_playground import MjxEnv, State, dm_control_suite
 
+from ._playground_import import MjxEnv, State, dm_control_suite, mjx
 from .base import Timestep
 
 PLAYGROUND_ENVS: tuple[str, ...] = tuple(dm_control_suite.ALL_ENVS)
@@ -185,6 +185,11 @@ class PlaygroundEnv(eqx.Module):
             _low=tuple(low.tolist()),
             _high=tuple(high.tolist()),
         )
+
+    def with_num_envs(self, num_envs: int) -> "PlaygroundEnv":
+        """The same task, time limit and action repeat for another number of envs, sharing this one's loaded
+        Playground env (the evaluation envs of a run: no second model load or trace of its reset)."""
+        return dataclasses.replace(self, num_envs=num_envs)
 
     @property
     def action_low(self) -> np.ndarray:
