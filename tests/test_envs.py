@@ -243,10 +243,7 @@ def test_playground_imports_without_torch_or_warp_and_leaves_them_importable():
 def test_evaluation_envs_share_the_training_envs_loaded_task():
     train = PlaygroundEnv.make("tests.jax_point_mass:PointMass", 8, episode_length=20, action_repeat=2)
     small = train.with_num_envs(3)
-    assert small.env is train.env and (small.num_envs, small.episode_length, small.action_repeat) == (
-        3,
-        20,
-        2,
-    )
+    assert small.env is train.env and small.num_envs == 3
+    assert (small.episode_length, small.action_repeat) == (20, 2)
     _, obs = small.reset(jax.random.key(0))
     assert obs.shape == (3, train.obs_dim)
