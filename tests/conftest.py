@@ -65,24 +65,27 @@ def tiny_policy(tiny_spec):
 
 
 LONGEST_FILES_FIRST = (
-    "test_readme.py",
-    "test_contract.py",
-    "test_trainer.py",
     "test_seed_group.py",
-    "test_genpo.py",
-    "test_envs.py",
-    "test_pins_update.py",
+    "test_readme.py",
+    "test_trainer.py",
     "test_distributed.py",
+    "test_contract.py",
+    "test_pins_update.py",
+    "test_ppo.py",
+    "test_envs.py",
+    "test_genpo.py",
     "test_fpo.py",
-    "test_policy_kinds.py",
     "test_benchmark.py",
+    "test_policy_kinds.py",
+    "test_bad_inputs_publish.py",
     "test_dppo.py",
     "test_gaussian_ppo.py",
     "test_api.py",
     "test_progress.py",
 )
-"""Test files by measured duration, longest first (`--durations=0` summed per file, 2-core CPU; the files
-taking 15 s or more, from 110 s for test_readme.py down). With
+"""Test files queued heaviest first: the files whose tests start subprocesses or compile whole training runs
+(on a 2-core CPU, `bash .ci/run` took 446 s with this order and 494 s, twice, with the files sorted by their
+summed `--durations=0`, which starts test_readme.py and test_contract.py together). With
 `-n 2 --dist loadfile` each file runs whole on one of the two workers, and xdist hands the files out in
 queue order as workers free up; by default it queues the files with the most tests first, and the longest
 files here have few tests, so they started last and one worker sat idle for minutes at the end. Queued
