@@ -84,7 +84,7 @@ LONGEST_FILES_FIRST = (
     "test_progress.py",
 )
 """Test files queued heaviest first: the files whose tests start subprocesses or compile whole training runs
-(on a 2-core CPU, `bash .ci/run` took 446 s with this order and 494 s, twice, with the files sorted by their
+(on a 2-core CPU, `bash .ci/run` took 434-446 s with this order and 494-499 s with the files sorted by their
 summed `--durations=0`, which starts test_readme.py and test_contract.py together). With
 `-n 2 --dist loadfile` each file runs whole on one of the two workers, and xdist hands the files out in
 queue order as workers free up; by default it queues the files with the most tests first, and the longest
