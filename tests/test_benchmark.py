@@ -3,6 +3,7 @@ rules, the aggregation arithmetic, and that the committed summaries match the co
 
 import json
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -77,6 +78,26 @@ def test_a_killed_attempt_still_counts_toward_wall_clock(tmp_path, monkeypatch):
     assert cost["attempts"] == 2
     assert cost["wall_s"] == pytest.approx(progress["wall_s"] + second["wall_s"])
     assert not (tmp_path / benchmark.ATTEMPT_FILE).exists()
+
+
+def test_a_run_records_other_trainers_sharing_the_machine(tmp_path, monkeypatch):
+    # A second runner's run (or one started by hand) slows this run; `--jobs` cannot see it, the scan does.
+    assert benchmark.is_trainer(["python", "-m", "trainers.gsb_mdpo", "--env", "Hopper-v5"])
+    assert not benchmark.is_trainer(["python", "-m", "trainers.benchmark", "--suite", "cpu-gym"])
+    assert not benchmark.is_trainer(["python", "-m", "pytest", "trainers.gsb_mdpo"])
+    # Only processes carrying this test's marker count, so the machine's other work cannot change the count.
+    marker = f"marker-{tmp_path.name}"
+    monkeypatch.setattr(benchmark, "is_trainer", lambda cmdline: marker in cmdline)
+    monkeypatch.setattr(benchmark, "OTHERS_EVERY_S", 0.1)
+    sleep = [sys.executable, "-c", "import time; time.sleep(1.5)", marker]
+    alone = benchmark.execute(sleep, tmp_path / "alone")  # its own process carries the marker too
+    assert (alone["other_trainers_peak"], alone["shared_fraction"]) == (0, 0.0)
+    with subprocess.Popen(sleep) as other:
+        shared = benchmark.execute(sleep, tmp_path / "shared")
+        other.kill()
+    assert shared["other_trainers_peak"] == 1 and shared["shared_fraction"] > 0.5
+    record = {"concurrent_runs": 1, "cost": shared}
+    assert aggregate.shared_machine(record) and not aggregate.shared_machine({**record, "cost": alone})
 
 
 def test_interrupted_run_needs_resume(tiny_suite, tmp_path):

@@ -61,6 +61,11 @@ def _mean(values):
     return round(float(np.mean(values)), 3) if values else None
 
 
+def shared_machine(record: dict) -> bool:
+    """Whether another run shared the machine: this runner's own (`--jobs`) or any other trainer seen."""
+    return record.get("concurrent_runs", 1) > 1 or record["cost"].get("other_trainers_peak", 0) > 0
+
+
 def hardware_label(record: dict) -> str:
     """The machine a run ran on, in words: CPU, cores, GPU."""
     hw = record.get("hardware") or {}
@@ -95,7 +100,7 @@ def _entry(runs: list[dict]) -> dict:
         "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
         "hardware": sorted(set(machines)),
         "hardware_per_seed": machines,
-        "runs_sharing_machine": sum(r.get("concurrent_runs", 1) > 1 for r in runs),
+        "runs_sharing_machine": sum(shared_machine(r) for r in runs),
         "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
     }
     kls = [r["path_kl_init"] for r in runs if r.get("path_kl_init")]

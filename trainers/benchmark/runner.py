@@ -5,7 +5,8 @@
 Suites are data (`trainers.benchmark.suites`). Each run is `python -m trainers.<method> --preset <suite
 preset> --env <task> --seed <s> --total-steps <budget> <suite overrides> <variant overrides>` in its own
 process, so its wall-clock and memory (RSS of the process tree, sampled; device memory through nvidia-smi on
-GPUs) are its own. As each run finishes, one line goes into `<results dir>/<suite>.runs.jsonl` (the
+GPUs) are its own; other trainers seen running beside it (another runner's, say) are recorded, since
+they slow it. As each run finishes, one line goes into `<results dir>/<suite>.runs.jsonl` (the
 raw record: curve, final evaluation, cost, hardware, commit) and the summaries are regenerated from it
 (`trainers.benchmark.aggregate`). By default all of it lands under runs/benchmarks/<suite>/, and the end of
 the command compares the new runs with the committed results; `--publish` adds them to the committed
@@ -16,6 +17,7 @@ continues.
 
 import concurrent.futures
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -182,8 +184,22 @@ def group_runs(suite: Suite, commands: list[tuple]) -> list[tuple]:
     return jobs
 
 
+OTHERS_EVERY_S = 5.0
+"""Seconds between scans of the machine for other trainers (a scan reads every process's command line)."""
+
+
+def is_trainer(cmdline: list[str]) -> bool:
+    """`python -m trainers.<method> ...`: a training process, but not a benchmark runner."""
+    return any(
+        flag == "-m" and module.startswith("trainers.") and not module.startswith("trainers.benchmark")
+        for flag, module in itertools.pairwise(cmdline)
+    )
+
+
 class MemorySampler:
-    """Samples the RSS of a process and its children (and their GPU memory, where nvidia-smi exists)."""
+    """Samples the RSS of a process and its children (and their GPU memory, where nvidia-smi exists), and
+    counts trainers outside its tree: another runner's runs, or a run started by hand, share the machine and
+    slow this one, and `concurrent_runs` (this runner's `--jobs`) cannot see them."""
 
     def __init__(self, pid: int, interval: float = 0.25):
         import psutil
@@ -193,6 +209,7 @@ class MemorySampler:
         self._gpu = shutil.which("nvidia-smi") is not None
         self.rss: list[float] = []
         self.gpu: list[float] = []
+        self.others: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -213,9 +230,21 @@ class MemorySampler:
         rows = [line.split(",") for line in out.stdout.splitlines() if "," in line]
         return sum(float(mib) for pid, mib in rows if int(pid) in pids)
 
+    def _other_trainers(self, own: set[int]) -> int:
+        import psutil
+
+        count = 0
+        for process in psutil.process_iter():
+            try:
+                count += process.pid not in own and is_trainer(process.cmdline())
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                pass
+        return count
+
     def _loop(self) -> None:
         import psutil
 
+        next_scan = time.perf_counter()
         while not self._stop.wait(self._interval):
             total, pids = 0, set()
             for process in self._pids():
@@ -228,6 +257,9 @@ class MemorySampler:
                 self.rss.append(total / 2**20)
             if self._gpu and pids:
                 self.gpu.append(self._gpu_mib(pids))
+            if pids and time.perf_counter() >= next_scan:
+                self.others.append(self._other_trainers(pids))
+                next_scan += OTHERS_EVERY_S
 
     def stop(self) -> dict:
         self._stop.set()
@@ -246,6 +278,9 @@ class MemorySampler:
             "mean_rss_mib": mean,
             "peak_gpu_mib": gpu_peak,
             "mean_gpu_mib": gpu_mean,
+            # Most trainers seen running beside this one, and the share of scans that saw any.
+            "other_trainers_peak": max(self.others, default=0),
+            "shared_fraction": sum(n > 0 for n in self.others) / len(self.others) if self.others else 0.0,
         }
 
 
@@ -298,10 +333,12 @@ def _cost_so_far(directory: Path) -> dict:
 
 
 def _accumulate_cost(directory: Path, attempt: dict) -> dict:
-    """Wall-clock adds up over resumed attempts; memory keeps the worst attempt."""
+    """Wall-clock adds up over resumed attempts; memory and sharing keep the worst attempt."""
     cost = _cost_so_far(directory)
     cost["wall_s"] += attempt["wall_s"]
     cost["attempts"] += 1
+    for name in ("other_trainers_peak", "shared_fraction"):
+        cost[name] = max(cost.get(name, 0), attempt.get(name, 0))
     for name in ("peak_rss_mib", "peak_gpu_mib", "mean_rss_mib", "mean_gpu_mib"):
         values = [v for v in (cost.get(name), attempt.get(name)) if v is not None]
         cost[name] = max(values) if values else None
