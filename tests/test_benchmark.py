@@ -231,6 +231,19 @@ def test_summary_arithmetic(tiny_suite):
     )
 
 
+def test_a_task_no_run_ever_scored_on_is_named_as_unable_to_rank(tiny_suite):
+    # A sparse reward no run reached: ties everywhere, which must not read as evidence of equal methods.
+    flat = [_record("gsb_mdpo", 0, 0.0, [0.0, 0.0]), _record("lambda=0", 0, 0.0, [0.0, 0.0])]
+    summary = aggregate.summarize("tiny", flat)
+    assert summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]["constant_return"] == 0.0
+    assert "returned the same value on: InvertedPendulum-v5 (0)" in aggregate.markdown(summary)
+    # One run that ever moved, even at an intermediate evaluation, is a signal.
+    moved = [flat[0], _record("lambda=0", 0, 0.0, [1.0, 0.0])]
+    summary = aggregate.summarize("tiny", moved)
+    assert summary["tasks"]["InvertedPendulum-v5"]["lambda=0"]["constant_return"] is None
+    assert "returned the same value" not in aggregate.markdown(summary)
+
+
 def _runs(variant, finals, task="InvertedPendulum-v5"):
     return [{**_record(variant, seed, final, [final]), "task": task} for seed, final in enumerate(finals)]
 

@@ -72,6 +72,16 @@ def hardware_label(record: dict) -> str:
     return f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores, GPU {hw.get('gpu') or 'none'}"
 
 
+def _constant_return(runs: list[dict]) -> float | None:
+    """The one value every evaluation of every run returned (deterministic and stochastic), if there is one:
+    a sparse-reward task that no run ever scored on, say."""
+    values = {
+        v for r in runs for key in ("deterministic", "stochastic") for v in r["curve"][key] if v is not None
+    }
+    values |= {r["final"]["mean"] for r in runs}
+    return values.pop() if len(values) == 1 else None
+
+
 def _entry(runs: list[dict]) -> dict:
     """One (task, variant) cell of the summary: returns, curves, cost and hardware across its seeds."""
     finals = np.asarray([r["final"]["mean"] for r in runs], dtype=float)
@@ -102,6 +112,7 @@ def _entry(runs: list[dict]) -> dict:
         "hardware_per_seed": machines,
         "runs_sharing_machine": sum(shared_machine(r) for r in runs),
         "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
+        "constant_return": _constant_return(runs),
     }
     kls = [r["path_kl_init"] for r in runs if r.get("path_kl_init")]
     if len(kls) == len(runs):  # a fine-tuning column: how far each seed's policy moved from its clone
@@ -306,6 +317,7 @@ def markdown(summary: dict) -> str:
             *_rows(summary, variants, _comparison_cell),
         ]
     lines += _aggregate_lines(summary)
+    lines += _constant_lines(summary)
     lines += _fastest_lines(summary, variants)
     shared = [f"{v} on {task} from {', '.join(e['reused_from'])}" for task, entries in summary["tasks"].items()
               for v, e in entries.items() if e.get("reused_from")]  # fmt: skip
@@ -352,6 +364,18 @@ def _aggregate_lines(summary: dict) -> list[str]:
         f"stratified-bootstrap interval; each column with the seeds it ran on every task: {'; '.join(parts)}"
         + (f" (not yet run on every task: {', '.join(missing)})." if missing else "."),
     ]
+
+
+def _constant_lines(summary: dict) -> list[str]:
+    """Tasks on which every run of every column returned one value at every evaluation: no method ever left
+    its starting return, so ties there say nothing about the methods."""
+    flat = {task: values.pop() for task, entries in summary["tasks"].items()
+            if None not in (values := {e.get("constant_return") for e in entries.values()}) and len(values) == 1}  # fmt: skip
+    if not flat:
+        return []
+    tasks = ", ".join(f"{task} ({value:g})" for task, value in flat.items())
+    return ["", f"Every evaluation of every run, deterministic and stochastic, returned the same value on: {tasks}. "
+            "No method left its starting return there, so at this budget the task cannot rank the methods."]  # fmt: skip
 
 
 def _fastest_lines(summary: dict, variants: list[str]) -> list[str]:
