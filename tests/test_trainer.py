@@ -158,8 +158,13 @@ def test_playground_path_runs_end_to_end_and_resumes_exactly(tmp_path, monkeypat
         Trainer(GsbMdpo(killed.algo), killed).run()
     monkeypatch.setattr(Trainer, "_collect_and_update", original)
     resumed = with_fields(killed, resume=True)
-    Trainer(GsbMdpo(resumed.algo), resumed).run()
+    trainer = Trainer(GsbMdpo(resumed.algo), resumed)
+    trainer.run()
     assert records(killed.output_dir) == records(args.output_dir)
+    # The resumed run ran the iteration and evaluations that the first run traced and stored (that a stored
+    # program computes what `eqx.filter_jit` does, bit for bit, is test_exported_program.py's).
+    evaluations = trainer.backend.evaluator._run.loaded  # one program per mode: deterministic, stochastic
+    assert trainer.backend._iteration.loaded == [True] and evaluations == [True] * len(evaluations) != []
 
 
 def test_cli_help_documents_every_group():

@@ -11,6 +11,9 @@ Where the cache lives (`--compile-cache`, default "auto"):
 - "off" (or `GSBPOLICY_COMPILE_CACHE=off` with "auto"): no persistent cache;
 - anything else: that folder.
 
+The same folder's `exported/` holds the Playground functions' traced programs (`exported_program`), which
+spare a warm start the trace that finding a cached executable needs.
+
 JAX decides whether to use the cache at a process's first compile; setting it later has no effect in that
 process, which is why trainers set it before they build anything.
 """

@@ -1,15 +1,20 @@
 """Playground training: the rollout as nested `lax.scan`s inside one jitted iteration, data-parallel over a
 1-D device mesh (`trainers._core.distributed`), and evaluation as one jitted scan over fresh envs."""
 
+import dataclasses
+import inspect
+import json
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
-from .. import distributed
+from .. import compile_cache, distributed
 from ..algorithm import AbstractAlgorithm
 from ..config import TrainArgs
+from ..exported_program import ExportedFunction
 from ..rollout import Transition, time_major_to_sequences
 from .base import EnvBackend
 from .playground_env import PlaygroundEnv
@@ -52,13 +57,27 @@ def collect_playground(
     return env_state, obs, keep_split(data)
 
 
-def make_playground_eval(
-    algorithm: AbstractAlgorithm, env: PlaygroundEnv, episode_length: int, mesh: Mesh | None = None
-):
-    """A jitted `eval(actor, key, deterministic) -> (returns, lengths)` over `env.num_envs` fresh episodes.
+def compile_function(fn, *, num_carry: int, name: str, args, env: PlaygroundEnv, mesh: Mesh | None):
+    """`fn(*a) -> (carry, extras)` jitted: as a stored traced program (`exported_program`: a warm start skips
+    tracing the physics) where the compilation cache is on and the work runs on one device, else through
+    `eqx.filter_jit`."""
+    folder = compile_cache.resolve(args.compile_cache)
+    if folder is None or (mesh is not None and mesh.size > 1):
+        return eqx.filter_jit(fn)
+    config = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("output_dir", "resume")}
+    return ExportedFunction(
+        fn, num_carry=num_carry, name=name, config=json.dumps(config, sort_keys=True, default=str),
+        folder=folder / "exported", env_source=inspect.getsourcefile(type(env.env)),
+    )  # fmt: skip
+
+
+def make_playground_eval(algorithm: AbstractAlgorithm, env: PlaygroundEnv, args, mesh: Mesh | None = None):
+    """A jitted `eval(actor, key, deterministic) -> ((), (returns, lengths))` over `env.num_envs` fresh
+    episodes of `args.rollout.episode_length` steps (`compile_function`'s convention: nothing carried).
 
     With a `mesh`, the envs are split over its devices and the results gathered onto every device.
     """
+    episode_length = args.rollout.episode_length
 
     def run(actor, key, deterministic: bool):
         reset_key, act_key = jax.random.split(key)
@@ -81,11 +100,12 @@ def make_playground_eval(
 
         init = (env_state, obs, zeros, zeros, jnp.ones(obs.shape[0], bool))
         (_, _, total, length, _), _ = jax.lax.scan(step, init, jax.random.split(act_key, episode_length))
-        if mesh is None:
-            return total, length
-        return distributed.constrain((total, length), distributed.replicated(mesh))
+        if mesh is not None:
+            total, length = distributed.constrain((total, length), distributed.replicated(mesh))
+        return (), (total, length)
 
-    return eqx.filter_jit(run)
+    name = f"{getattr(algorithm, 'name', type(algorithm).__name__)}-playground-eval"
+    return compile_function(run, num_carry=0, name=name, args=args, env=env, mesh=mesh)
 
 
 class PlaygroundEvaluator:
@@ -102,14 +122,14 @@ class PlaygroundEvaluator:
             env = PlaygroundEnv.make(args.env, args.eval.num_envs, episode_length=rollout.episode_length,
                                      action_repeat=rollout.action_repeat)  # fmt: skip
         self.mesh = mesh
-        self._run = make_playground_eval(algorithm, env, rollout.episode_length, mesh)
+        self._run = make_playground_eval(algorithm, env, args, mesh)
 
     def __call__(self, actor, seed: int, deterministic: bool, episodes: int | None = None):
         """Per-episode (returns, lengths); `episodes` is fixed by `eval.num_envs` here and is ignored."""
         key = jax.random.key(seed)
         if self.mesh is not None:
             key = distributed.put(key, distributed.replicated(self.mesh))
-        returns, lengths = self._run(actor, key, deterministic)
+        _, (returns, lengths) = self._run(actor, key, deterministic)
         return np.asarray(returns), np.asarray(lengths)
 
 
@@ -137,7 +157,8 @@ class PlaygroundBackend(EnvBackend):
         state = self.place(state)
         reset = jax.jit(lambda key: distributed.constrain(env.reset(key), distributed.batch_sharding(mesh)))
         self.env_state, self.obs = reset(distributed.put(env_key, distributed.replicated(mesh)))
-        self._iteration = eqx.filter_jit(self._make_iteration(update))
+        self._iteration = compile_function(self._make_iteration(update), num_carry=3, mesh=mesh, args=self.args,
+                                           env=env, name=f"{self.algorithm.name}-playground-iteration")  # fmt: skip
         self.evaluator = PlaygroundEvaluator(self.algorithm, self.args, mesh, train_env=env)
         return state
 
@@ -156,12 +177,14 @@ class PlaygroundBackend(EnvBackend):
             episodes = (data.reward, data.terminated | data.truncated)
             state, metrics, episodes = distributed.constrain((state, metrics, episodes), whole)
             env_state, obs = distributed.constrain((env_state, obs), split)
-            return state, env_state, obs, metrics, episodes
+            return (state, env_state, obs), (metrics, episodes)
 
         return iteration
 
     def iteration(self, state):
-        state, self.env_state, self.obs, metrics, episodes = self._iteration(state, self.env_state, self.obs)
+        (state, self.env_state, self.obs), (metrics, episodes) = self._iteration(
+            state, self.env_state, self.obs
+        )
         return state, metrics, episodes
 
     def evaluate(self, actor, seed: int, deterministic: bool, episodes: int | None = None):
