@@ -21,6 +21,7 @@ state, the observations), and `extras` is a tree of dicts, tuples and lists of a
 The wrapper checks the carry's structure when it traces.
 """
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -39,6 +40,7 @@ _REPOSITORY = Path(__file__).resolve().parents[2]
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
+@functools.cache  # once per process: a key is worked out at every call
 def _source_digest() -> str:
     """SHA-256 over the Python source of this repository's `gsbpolicy` and `trainers`."""
     digest = hashlib.sha256()
@@ -48,6 +50,7 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
+@functools.cache
 def _versions() -> dict[str, str | None]:
     versions = {}
     for name in PACKAGES:
