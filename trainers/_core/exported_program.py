@@ -11,9 +11,9 @@ too, so every process of a run (a fresh start, a resume after a kill) runs one a
 The key is a SHA-256 over everything that can change the traced program: the function's name, the run's
 configuration (its arguments, less the run folder), the shapes and dtypes of the array arguments, the other
 (static) arguments and the tree structure, the source of `gsbpolicy` and `trainers`, the source file of the
-env's class (so that a user's own env is keyed by its code; what that file imports is not), and the versions
-of JAX, jaxlib, equinox, optax, MuJoCo, MJX and Playground. A stored file that cannot be read is traced and
-written again, with a one-line notice.
+env's class (so that a user's own env is keyed by its code; what that file imports is not), and the package
+versions that run.json records (JAX, jaxlib, equinox, optax, MuJoCo, MJX, Playground among them). A stored
+file that cannot be read is traced and written again, with a one-line notice.
 
 The contract of a wrapped function: `fn(*args) -> (carry, extras)`, where `carry` is a tuple holding new
 values of the first `num_carry` arguments, each with its argument's structure (a training state, the env
@@ -23,7 +23,6 @@ The wrapper checks the carry's structure when it traces.
 
 import functools
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -33,8 +32,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-PACKAGES = ("jax", "jaxlib", "equinox", "optax", "mujoco", "mujoco-mjx", "playground")
-"""Packages whose code is traced into a program: another version is another key."""
+from .runlog import package_versions
 
 _REPOSITORY = Path(__file__).resolve().parents[2]
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -50,15 +48,7 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
-@functools.cache
-def _versions() -> dict[str, str | None]:
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+_versions = functools.cache(package_versions)  # the versions run.json records, the traced packages among them
 
 
 def _file_digest(path: str | None) -> str | None:
