@@ -38,8 +38,8 @@ def _scan_rollout(env: PlaygroundEnv, key, num_steps: int):
         reset_key, action_key = jax.random.split(key)
         state, first_obs = env.reset(reset_key)
         # Make env DIVERGED's physics blow up on its first step (its cached first state stays clean).
-        qvel = state.env_state.data.qvel.at[DIVERGED].set(jnp.nan)
-        state = state._replace(env_state=state.env_state.tree_replace({"data.qvel": qvel}))
+        qvel = state.env_state[".data.qvel"].at[DIVERGED].set(jnp.nan)
+        state = state._replace(env_state={**state.env_state, ".data.qvel": qvel})
 
         def body(state, key):
             action = jax.random.uniform(key, (env.num_envs, env.act_dim), minval=-1.0, maxval=1.0)

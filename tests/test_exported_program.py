@@ -1,5 +1,6 @@
 """Stored traced programs (`trainers._core.exported_program`): a second process loads what the first traced
-and computes the same; anything that changes the program changes its key; a damaged file is traced again.
+and computes the same; anything that changes the program changes its key; a damaged file is traced again;
+a remembered value (an observation size) is read back under the same key.
 The Playground path end to end (cache on, off, and a resumed run loading the stored iteration) is in
 test_trainer.py."""
 
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trainers._core.exported_program import ExportedFunction
+from trainers._core.exported_program import ExportedFunction, remembered
 
 
 class Carry(eqx.Module):
@@ -96,3 +97,25 @@ def test_a_folder_that_cannot_be_written_only_costs_the_next_start_a_trace(tmp_p
     (out,), _ = fn(carry, jnp.ones(3), False)
     assert "could not be written" in capsys.readouterr().out and fn.loaded == [False]
     np.testing.assert_array_equal(out.x, reference(carry, jnp.ones(3), False)[0][0].x)
+
+
+def test_a_remembered_value_is_computed_once_per_key_and_again_when_damaged_or_unwritable(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return 7
+
+    material = {"env": "Toy", "config": {"impl": "jax"}}
+    assert remembered(tmp_path, "observation-size", material, Carry, compute) == 7
+    assert remembered(tmp_path, "observation-size", material, Carry, compute) == 7  # read, not computed
+    assert len(calls) == 1
+    assert remembered(tmp_path, "observation-size", {**material, "env": "Other"}, Carry, compute) == 7
+    assert len(calls) == 2  # another env, another key
+    for path in tmp_path.glob("observation-size-*.json"):
+        path.write_text('{"truncated')
+    assert remembered(tmp_path, "observation-size", material, Carry, compute) == 7 and len(calls) == 3
+    assert remembered(None, "observation-size", material, Carry, compute) == 7 and len(calls) == 4
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert remembered(blocked, "observation-size", material, Carry, compute) == 7 and len(calls) == 5

@@ -126,6 +126,9 @@ def test_playground_path_runs_end_to_end_and_resumes_exactly(tmp_path, monkeypat
     """The jitted Playground path (rollout scan, env state in the checkpoint), on a pure-JAX Playground env:
     the path is the same for every Playground env (the MJX tasks' own steps are tested in test_envs.py), and
     this one compiles in seconds where an MJX task took 80 s here."""
+    # Imports Playground: here, not when the tests are collected.
+    from trainers._core.envs.playground_env import _reset_shapes
+
     args = with_fields(
         playground_preset("tests.jax_point_mass:PointMass"),
         total_steps=3 * 2 * 32 * 20,
@@ -158,13 +161,17 @@ def test_playground_path_runs_end_to_end_and_resumes_exactly(tmp_path, monkeypat
         Trainer(GsbMdpo(killed.algo), killed).run()
     monkeypatch.setattr(Trainer, "_collect_and_update", original)
     resumed = with_fields(killed, resume=True)
+    env_traces = _reset_shapes.cache_info().misses
     trainer = Trainer(GsbMdpo(resumed.algo), resumed)
     trainer.run()
     assert records(killed.output_dir) == records(args.output_dir)
-    # The resumed run ran the iteration and evaluations that the first run traced and stored (that a stored
-    # program computes what `eqx.filter_jit` does, bit for bit, is test_exported_program.py's).
+    # The resumed run ran the reset, iteration and evaluations that the first run traced and stored (that a
+    # stored program computes what `eqx.filter_jit` does, bit for bit, is test_exported_program.py's), and read
+    # the observation size the first run found: it never traced the env.
     evaluations = trainer.backend.evaluator._run.loaded  # one program per mode: deterministic, stochastic
-    assert trainer.backend._iteration.loaded == [True] and evaluations == [True] * len(evaluations) != []
+    assert trainer.backend._iteration.loaded == trainer.backend._reset.loaded == [True]
+    assert evaluations == [True] * len(evaluations) != []
+    assert _reset_shapes.cache_info().misses == env_traces
 
 
 def test_cli_help_documents_every_group():

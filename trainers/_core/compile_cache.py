@@ -46,6 +46,12 @@ def resolve(setting: str) -> Path | None:
     return Path(setting).expanduser()
 
 
+def exported_folder(setting: str) -> Path | None:
+    """The folder of stored traced programs (`exported_program`) for a `--compile-cache` setting, or None."""
+    folder = resolve(setting)
+    return None if folder is None else folder / "exported"
+
+
 def enable(setting: str) -> Path | None:
     """Point JAX's persistent compilation cache at the folder of `setting` (None: turn it off) and return it.
 

@@ -17,12 +17,14 @@ file that cannot be read is traced and written again, with a one-line notice.
 
 The contract of a wrapped function: `fn(*args) -> (carry, extras)`, where `carry` is a tuple holding new
 values of the first `num_carry` arguments, each with its argument's structure (a training state, the env
-state, the observations), and `extras` is a tree of dicts, tuples and lists of arrays (metrics, returns).
-The wrapper checks the carry's structure when it traces.
+state, the observations), and `extras` is a tree of dicts, tuples and lists of arrays (metrics, returns) and
+of named tuples registered with `jax.export` (`PlaygroundState`, which a reset returns). The wrapper checks
+the carry's structure when it traces.
 """
 
 import functools
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -31,6 +33,8 @@ from pathlib import Path
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+
+from gsbpolicy.files import atomic_write_text
 
 from .runlog import package_versions
 
@@ -79,6 +83,35 @@ def _typed(raw, like):
     return jax.random.wrap_key_data(raw, impl=jax.random.key_impl(like)) if _is_key(like) else raw
 
 
+def program_key(name: str, env_source: str | None, material: dict) -> str:
+    """The key of a stored program (or value) `name` traced from `material` (JSON-able), together with what
+    every key covers: the repository's source, the env's source file, the package versions and the backend."""
+    material = {**material, "name": name, "source": _source_digest(), "env_source": _file_digest(env_source),
+                "versions": _versions(), "backend": jax.default_backend()}  # fmt: skip
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def remembered(folder: Path | None, name: str, material: dict, env_class: type, compute):
+    """`compute()` (a JSON value that takes a trace to find, such as an env's observation size), kept in
+    `folder` under the key of `material` and `env_class`'s source file, so that a warm start reads it instead of
+    tracing. With `folder` None, or a file that cannot be read or written, it is computed (and stored if it can).
+    """
+    if folder is None:
+        return compute()
+    path = folder / f"{name}-{program_key(name, inspect.getsourcefile(env_class), material)}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(value))
+    except OSError:
+        pass  # the next start computes it again
+    return value
+
+
 class ExportedFunction:
     """`fn` (see the module docstring) run as a stored exported program. One device only: a program
     exported for one device does not lay its arrays out over a mesh."""
@@ -102,19 +135,13 @@ class ExportedFunction:
         return carry, extras
 
     def _key(self, leaves, treedef, static) -> str:
-        material = {
-            "name": self._name,
+        return program_key(self._name, self._env_source, {
             "config": self._config,
             "avals": [f"{leaf.dtype}{list(leaf.shape)}" for leaf in leaves],
             "tree": _ADDRESS.sub("", str(treedef)),
             "static": [_static_text(v) for v in jax.tree.leaves(static)],
             "static_tree": _ADDRESS.sub("", str(jax.tree.structure(static))),
-            "source": _source_digest(),
-            "env_source": _file_digest(self._env_source),
-            "versions": _versions(),
-            "backend": jax.default_backend(),
-        }
-        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
+        })  # fmt: skip
 
     def _prepare(self, key: str, leaves, treedef, static):
         path = self._folder / f"{self._name}-{key}.jaxexport"

@@ -61,13 +61,13 @@ def compile_function(fn, *, num_carry: int, name: str, args, env: PlaygroundEnv,
     """`fn(*a) -> (carry, extras)` jitted: as a stored traced program (`exported_program`: a warm start skips
     tracing the physics) where the compilation cache is on and the work runs on one device, else through
     `eqx.filter_jit`."""
-    folder = compile_cache.resolve(args.compile_cache)
+    folder = compile_cache.exported_folder(args.compile_cache)
     if folder is None or (mesh is not None and mesh.size > 1):
         return eqx.filter_jit(fn)
     config = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("output_dir", "resume")}
     return ExportedFunction(
         fn, num_carry=num_carry, name=name, config=json.dumps(config, sort_keys=True, default=str),
-        folder=folder / "exported", env_source=inspect.getsourcefile(type(env.env)),
+        folder=folder, env_source=inspect.getsourcefile(type(env.env)),
     )  # fmt: skip
 
 
@@ -142,7 +142,8 @@ class PlaygroundBackend(EnvBackend):
         self.mesh = distributed.make_mesh(devices)
         self._check_mesh_sizes()
         self.env = PlaygroundEnv.make(args.env, rollout.num_envs, episode_length=rollout.episode_length,
-                                      action_repeat=rollout.action_repeat)  # fmt: skip
+                                      action_repeat=rollout.action_repeat,
+                                      remember_in=compile_cache.exported_folder(args.compile_cache))  # fmt: skip
 
     def _check_mesh_sizes(self) -> None:
         """Every batch split over the mesh must give each device the same share (clear errors, not XLA's)."""
@@ -155,8 +156,13 @@ class PlaygroundBackend(EnvBackend):
     def start(self, state, update, env_key):
         env, mesh = self.env, self.mesh
         state = self.place(state)
-        reset = jax.jit(lambda key: distributed.constrain(env.reset(key), distributed.batch_sharding(mesh)))
-        self.env_state, self.obs = reset(distributed.put(env_key, distributed.replicated(mesh)))
+
+        def reset(key):
+            return (), distributed.constrain(env.reset(key), distributed.batch_sharding(mesh))
+
+        self._reset = compile_function(reset, num_carry=0, name="playground-reset", args=self.args, env=env,
+                                       mesh=mesh)  # fmt: skip
+        _, (self.env_state, self.obs) = self._reset(distributed.put(env_key, distributed.replicated(mesh)))
         self._iteration = compile_function(self._make_iteration(update), num_carry=3, mesh=mesh, args=self.args,
                                            env=env, name=f"{self.algorithm.name}-playground-iteration")  # fmt: skip
         self.evaluator = PlaygroundEvaluator(self.algorithm, self.args, mesh, train_env=env)

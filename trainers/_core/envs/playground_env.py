@@ -9,8 +9,10 @@ ids are), or `name` in a process that has already imported it.
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -19,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from ..exported_program import remembered
 from ._playground_import import MjxEnv, State, dm_control_suite, mjx
 from .base import Timestep
 
@@ -56,15 +59,35 @@ def resolve_playground_env(env_id: str) -> str:
 class PlaygroundState(NamedTuple):
     """Carried state of a `PlaygroundEnv` (a pytree, batched over the B envs).
 
+    The Playground states are kept flat, as {pytree path: array} (".data.qpos", ".obs", ...): the same
+    arrays under their own names, in a structure that plain dicts give. A stored traced program
+    (`exported_program`) can then return them, and a warm start that loads its programs never traces
+    `reset` to learn the Playground state's structure. `PlaygroundEnv.nest` gives the Playground `State`.
+
     Attributes:
-        env_state: the current Playground states.
-        first_state: the states drawn by `reset`; every env auto-resets to its own one.
+        env_state: the current Playground states, flat.
+        first_state: the states drawn by `reset`, flat; every env auto-resets to its own one.
         steps: physics control steps taken in the current episode (counts `action_repeat`).
     """
 
-    env_state: State
-    first_state: State
+    env_state: dict[str, Array]
+    first_state: dict[str, Array]
     steps: Int[Array, " b"]
+
+
+# A stored reset program returns this state; jax.export writes named tuples only when they are registered.
+jax.export.register_namedtuple_serialization(PlaygroundState, serialized_name="trainers.PlaygroundState")
+
+
+@functools.cache  # one trace of `reset` per loaded Playground env, made where a step or `observation_size` needs it
+def _reset_shapes(env: MjxEnv) -> State:
+    """The shapes and dtypes of one `env.reset` (a Playground `State` of `jax.ShapeDtypeStruct`)."""
+    with _playground_promotion():
+        return jax.eval_shape(env.reset, jax.random.key(0))
+
+
+def _flatten(state: State) -> dict[str, Array]:
+    return {jax.tree_util.keystr(path): leaf for path, leaf in jax.tree_util.tree_leaves_with_path(state)}
 
 
 def _strong(tree: Any) -> Any:
@@ -141,6 +164,7 @@ class PlaygroundEnv(eqx.Module):
         episode_length: int = 1000,
         action_repeat: int = 1,
         config_overrides: dict[str, Any] | None = None,
+        remember_in: Path | None = None,
     ) -> "PlaygroundEnv":
         """Load a dm_control_suite task with the pure-JAX MJX backend.
 
@@ -152,6 +176,9 @@ class PlaygroundEnv(eqx.Module):
             action_repeat: physics control steps per agent step.
             config_overrides: extra Playground config overrides; `impl` defaults to "jax" because the
                 default MuJoCo Warp backend is ~50x slower on CPU.
+            remember_in: a folder where the observation size is kept across processes (finding it traces
+                `reset`, a second or more of a warm start), keyed as stored traced programs are
+                (`exported_program.remembered`); None finds it in every process.
 
         Raises:
             ValueError: for an unknown name, non-positive sizes or a task with dict observations.
@@ -167,8 +194,11 @@ class PlaygroundEnv(eqx.Module):
             # MJX puts the model on jax.devices()[0], which only process 0 can read; every process of a
             # multi-process run keeps its own copy on one of its devices (a constant of the jitted code).
             env._mjx_model = mjx.put_model(env.mj_model, impl=env._config.impl, device=jax.local_devices()[0])
-        with _playground_promotion():  # `observation_size` traces `env.reset`
-            obs_dim = env.observation_size
+        config = {"impl": "jax", **(config_overrides or {})}
+        obs_dim = remembered(
+            remember_in, "observation-size", {"env": registered, "config": config}, type(env),
+            lambda: jax.tree.map(lambda x: x.shape[-1], _reset_shapes(env).obs),
+        )  # fmt: skip
         if not isinstance(obs_dim, int):
             raise ValueError(
                 f"{name} has dict observations {obs_dim}; only flat vector observations are supported"
@@ -213,7 +243,14 @@ class PlaygroundEnv(eqx.Module):
         with _playground_promotion():
             env_state = _strong(jax.vmap(self.env.reset)(jax.random.split(key, self.num_envs)))
         steps = jnp.zeros(self.num_envs, jnp.int32)
-        return PlaygroundState(env_state, env_state, steps), env_state.obs
+        flat = _flatten(env_state)
+        return PlaygroundState(flat, flat, steps), env_state.obs
+
+    def nest(self, flat: dict[str, Array]) -> State:
+        """The Playground `State` of a flat `PlaygroundState.env_state` (or `first_state`), at trace time: its
+        structure comes from one traced `reset` per loaded env."""
+        treedef = jax.tree.structure(_reset_shapes(self.env))
+        return jax.tree.unflatten(treedef, [flat[name] for name in _flatten(_reset_shapes(self.env))])
 
     def step(
         self, state: PlaygroundState, action: Float[Array, "b act_dim"]
@@ -227,12 +264,12 @@ class PlaygroundEnv(eqx.Module):
         Returns:
             The next carried state and the `Timestep`.
         """
-        stepped = jax.vmap(self._repeat_step)(state.env_state, action)
+        stepped = jax.vmap(self._repeat_step)(self.nest(state.env_state), action)
         steps = state.steps + self.action_repeat
         terminated = stepped.done > 0
         truncated = (steps >= self.episode_length) & ~terminated
         done = terminated | truncated
-        env_state = _strong(jax.vmap(_where_tree)(done, state.first_state, stepped))
+        env_state = _strong(jax.vmap(_where_tree)(done, self.nest(state.first_state), stepped))
         timestep = Timestep(
             obs=env_state.obs,
             reward=_finite_or_zero(stepped.reward),
@@ -240,7 +277,7 @@ class PlaygroundEnv(eqx.Module):
             truncated=truncated,
             final_obs=_finite_or_zero(stepped.obs),
         )
-        return PlaygroundState(env_state, state.first_state, jnp.where(done, 0, steps)), timestep
+        return PlaygroundState(_flatten(env_state), state.first_state, jnp.where(done, 0, steps)), timestep
 
     def _repeat_step(self, env_state: State, action: Float[Array, " act_dim"]) -> State:
         """One env, `action_repeat` physics control steps with summed reward (Brax's EpisodeWrapper)."""
