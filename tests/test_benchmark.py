@@ -256,10 +256,11 @@ def test_ablation_verdicts_come_from_the_probability_of_improvement_interval(tin
     entries = summary["tasks"]["InvertedPendulum-v5"]
     assert entries["gsb_mdpo"]["comparison"] is None and entries["gsb_mdpo"]["compared_with"] is None
     assert entries["lambda=0"]["comparison"] == {"of": "lambda=0", "over": "gsb_mdpo", "p_improvement": 0.0,
-                                                 "ci": [0.0, 0.0], "verdict": "worse"}  # fmt: skip
+                                                 "ci": [0.0, 0.0], "verdict": "worse", "rank_p": 0.1}  # fmt: skip
     assert entries["gsb_mdpo"]["iqm"] == 10.0 and entries["gsb_mdpo"]["ci"] == [9.0, 11.0]
     table = aggregate.markdown(summary)
-    assert "| vs gsb_mdpo: 0.00 [0.00, 0.00] worse |" in table and "| 10.0 [9.0, 11.0] |" in table
+    assert "| vs gsb_mdpo: 0.00 [0.00, 0.00] worse (rank test p = 0.10) |" in table
+    assert "| 10.0 [9.0, 11.0] |" in table
     # Overlapping seeds: the interval straddles 0.5.
     overlap = aggregate.summarize(
         "tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [5.0, 9.5, 14.0])
@@ -286,8 +287,9 @@ def test_ablation_table_compares_ode_with_sde_evaluation(tiny_suite):
         r["curve"] = {**r["curve"], "stochastic": [r["final"]["mean"] - 5.0]}
     summary = aggregate.summarize("tiny", runs)
     assert summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]["ode_vs_sde"]["verdict"] == "better"
-    assert "| InvertedPendulum-v5 | gsb_mdpo | 10.0 | 5.0 | 1.00 [1.00, 1.00] better |" in aggregate.markdown(
-        summary
+    assert (
+        "| InvertedPendulum-v5 | gsb_mdpo | 10.0 | 5.0 | 1.00 [1.00, 1.00] better (rank test p = 0.10) |"
+        in aggregate.markdown(summary)
     )
 
 
@@ -323,7 +325,7 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
     )
     assert "genpo" not in agg["columns"]  # it did not run every task
     table = aggregate.markdown(summary)
-    assert "P(gsb_mdpo > column)" in table and "| 1.00 [1.00, 1.00] better |" in table
+    assert "P(gsb_mdpo > column)" in table and "| 1.00 [1.00, 1.00] better (rank test p = 0.10) |" in table
     assert "Aggregate IQM over Hopper-v5, HalfCheetah-v5, on normalised returns" in table
     assert "(not yet run on every task: genpo)." in table
 
@@ -346,6 +348,16 @@ def test_statistics_match_rliable_and_are_reproducible():
     assert stats.iqm_interval([[1.0], [2.0], [3.0], [4.0]]) == stats.iqm_interval(
         [[1.0], [2.0], [3.0], [4.0]]
     )
+
+
+def test_a_verdict_carries_the_rank_test_that_says_how_much_a_few_seeds_can_show():
+    # Seeds that do not overlap: the bootstrap interval is [1, 1] at any count, the exact rank test is not.
+    assert stats.compare([4.0, 5.0, 6.0], [1.0, 2.0, 3.0])["ci"] == [1.0, 1.0]
+    assert stats.rank_test_p([4.0, 5.0, 6.0], [1.0, 2.0, 3.0]) == pytest.approx(2 / 20)  # 3 vs 3: the best
+    assert stats.rank_test_p(range(5, 10), range(5)) == pytest.approx(2 / 252)
+    assert stats.compare([4.0, 5.0, 6.0], [1.0, 2.0, 3.0])["rank_p"] == 0.1
+    assert stats.compare([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])["rank_p"] == 1.0  # ties
+    assert stats.compare([1.0], [1.0, 2.0, 3.0])["rank_p"] is None
 
 
 def test_mixed_hardware_is_counted_per_machine_and_named_per_seed(tiny_suite):

@@ -273,7 +273,9 @@ def _mean_std_cell(entries: dict, e: dict) -> str:
 def _comparison_text(c: dict) -> str:
     if c["p_improvement"] is None:
         return c["verdict"]
-    return f"{_interval_text(c['p_improvement'], c['ci'], 2)} {c['verdict']}"
+    return (
+        f"{_interval_text(c['p_improvement'], c['ci'], 2)} {c['verdict']} (rank test p = {c['rank_p']:.2f})"
+    )
 
 
 def _comparison_cell(entries: dict, e: dict) -> str:
@@ -311,7 +313,10 @@ def markdown(summary: dict) -> str:
             f"Probability of improvement {reading}, with its 95% interval (both columns' seeds resampled "
             f"independently) and the verdict for {'the variant' if ablation else PROPOSED}: better or worse "
             f"only when the whole interval lies above or below 0.5, and only with >= "
-            f"{stats.MIN_SEEDS_FOR_VERDICT} seeds in both columns; otherwise inconclusive:",
+            f"{stats.MIN_SEEDS_FOR_VERDICT} seeds in both columns; otherwise inconclusive. Beside it, the two-sided "
+            f"p-value of the Mann-Whitney rank test of the same seeds: two columns whose seeds do not overlap get "
+            f"the interval [1.00, 1.00] (or [0.00, 0.00]) at any seed count, but with 3 seeds against 3 such an "
+            f"order has p = 0.10, so a 3-seed verdict is a bootstrap statement, not a significant difference:",
             "",
             *_header(summary, variants),
             *_rows(summary, variants, _comparison_cell),
