@@ -99,6 +99,8 @@ GYM_PROTOCOL = "10 episodes in a vector env, deterministic (ODE / Gaussian mean)
 _CPU_GYM_GEOMETRY = ("--rollout.num-envs", "32", "--rollout.unroll-length", "64", "--rollout.num-minibatches", "4",
                      "--rollout.epochs", "4")  # fmt: skip
 _CPU_GYM_EVAL = ("--eval.interval-steps", "0", "--eval.num-evals", "10")
+_CPU_GYM_PROTOCOL = "10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations"
+"""What `_CPU_GYM_EVAL` gives every column of the CPU Gymnasium suites."""
 # CPU geometry for Playground tasks: 256 envs x 30 steps x 4 unrolls, 8 minibatches of 128 sequences, 16 epochs.
 _CPU_PLAYGROUND_GEOMETRY = ("--rollout.num-envs", "256", "--rollout.unrolls-per-iteration", "4",
                             "--rollout.num-minibatches", "8", "--eval.num-envs", "32")  # fmt: skip
@@ -196,7 +198,7 @@ SUITES: dict[str, Suite] = {
             ),
             args=_CPU_GYM_GEOMETRY,
             eval_args=_CPU_GYM_EVAL,
-            eval_protocol="10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations",
+            eval_protocol=_CPU_GYM_PROTOCOL,
             budget_note="1M env steps: 1/40 of the paper's budget, sized so that one run of every method but "
             "GenPO takes <= 30 min on 2 cores; GenPO's two-network coupling flow costs several times GSB-MDPO's per step "
             "(compute-cpu), so its runs take longer. `fpo` is the FPO paper's surrogate (both advantage signs), "
@@ -275,7 +277,7 @@ SUITES: dict[str, Suite] = {
             ),
             args=_CPU_GYM_GEOMETRY,
             eval_args=_CPU_GYM_EVAL,
-            eval_protocol="10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations",
+            eval_protocol=_CPU_GYM_PROTOCOL,
             budget_note="1M env steps, as cpu-gym",
             kind="ablation",
         ),
@@ -291,7 +293,7 @@ SUITES: dict[str, Suite] = {
             variants=_finetune_variants(),
             args=_CPU_GYM_GEOMETRY,
             eval_args=_CPU_GYM_EVAL,
-            eval_protocol="10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations",
+            eval_protocol=_CPU_GYM_PROTOCOL,
             budget_note="100k env steps per run after the demonstrations: the demonstrator is cpu-gym's Gaussian "
             "PPO stopped at 200k steps (seed 0), 30 episodes recorded with action noise 0.1, one clone per seed "
             "(5,000 bridge-matching steps); `bc` is that clone scored under the same protocol (its network frozen; its observation normaliser follows the rollouts as in every run, which alone moves it by the path KL shown), "
