@@ -74,6 +74,30 @@ def test_competitive_is_inconclusive_when_a_comparison_lacks_seeds(playground):
     assert (hopper.suite, hopper.verdict, hopper.evidence) == (None, claims.NOT_TESTED, "-")
 
 
+def test_a_paper_column_the_suite_has_not_run_blocks_agreement(monkeypatch):
+    """GSB-MDPO above every column that ran is not "clear gains" while a column the suite defines (here DPPO)
+    has no run on the task: the claim is about all of the paper's baselines."""
+    variants = (Variant("dppo", "dppo"), Variant("fpo", "fpo"), Variant("gsb_mdpo", "gsb_mdpo"),
+                Variant("genpo", "genpo"), Variant("sb3_ppo:zoo", "ppo"))  # fmt: skip
+    _suite(monkeypatch, "pg2", ("FingerSpin", "HalfCheetah-v5"), variants)
+    records = (_runs("FingerSpin", "gsb_mdpo", HIGH) + _runs("FingerSpin", "fpo", LOW)
+               + _runs("FingerSpin", "genpo", LOW) + _runs("HalfCheetah-v5", "genpo", HIGH)
+               + _runs("HalfCheetah-v5", "gsb_mdpo", LOW) + _runs("HalfCheetah-v5", "fpo", LOW))  # fmt: skip
+    summary = aggregate.summarize("pg2", records)
+    assert claims.unrun_columns(summary, "FingerSpin") == ("dppo",)  # the reference column is not owed
+    row = _rows({"pg2": summary}, claims.clear_gains)[0]  # the Playground claim
+    assert row.verdict == claims.INCONCLUSIVE
+    assert "FingerSpin: inconclusive (gsb_mdpo better than fpo, genpo; not run yet: dppo)" in row.detail
+    (genpo,) = [r for r in _rows({"pg2": summary}, claims.genpo_highest)]
+    assert genpo.verdict == claims.INCONCLUSIVE and genpo.detail.endswith("not run yet: dppo)")
+    # A column that ran and won still decides "disagrees" without the missing one.
+    cheetah = summary["tasks"]["HalfCheetah-v5"]
+    assert (
+        claims.competitive(cheetah, claims.unrun_columns(summary, "HalfCheetah-v5")).verdict
+        == claims.DISAGREES
+    )
+
+
 def test_ablation_directions(monkeypatch):
     variants = (Variant("gsb_mdpo", "gsb_mdpo"), Variant("eta=0", "gsb_mdpo"),
                 Variant("lambda=0,eta=0", "gsb_mdpo", baseline="eta=0"),

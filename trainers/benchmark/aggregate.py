@@ -220,6 +220,7 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
         "packages": first.get("packages"),
         "commits": sorted({r["git"]["commit"] for r in records if r["git"].get("commit")}),
         "num_runs": len(records),
+        "planned_columns": [{"name": v.name, "reference": v.reference} for v in suite.variants],
         "statistics": {
             "confidence": stats.CONFIDENCE,
             "bootstrap_reps": stats.BOOTSTRAP_REPS,

@@ -5,9 +5,10 @@
 paper) and where the paper makes it. Everything else (evidence, verdicts) is computed from the summaries.
 
 A claim is judged per task, on every summary of the kind that can test it (a benchmark, ablation or
-compute suite). Each judge below returns, for one task of one suite, "agrees", "disagrees" or
-"inconclusive" with its reasons, or None when that suite lacks the columns the rule needs; its docstring is
-the rule, and the generated text quotes it. The verdicts it reads are `stats.compare`'s: "better"
+compute suite). Each judge below reads one task of one suite: the columns that ran there, and the paper columns
+the suite defines that have not (yet) run there. It returns "agrees", "disagrees" or "inconclusive" with its
+reasons, or None when that suite lacks the columns the rule needs; its docstring is the rule, and the
+generated text quotes it. The verdicts it reads are `stats.compare`'s: "better"
 or "worse" only when the 95% interval of the probability of improvement excludes 0.5, with >= 3 seeds in
 both columns; "inconclusive" otherwise.
 """
@@ -31,8 +32,9 @@ class Outcome:
     """The columns the rule read (for the evidence's seed counts)."""
 
 
-Judge = Callable[[dict], Outcome | None]
-"""(one task's entries of one summary: variant -> entry) -> the outcome there, or None if untestable."""
+Judge = Callable[[dict, tuple[str, ...]], Outcome | None]
+"""(one task's entries of one summary: variant -> entry; the suite's paper columns with no run on that task)
+-> the outcome there, or None if untestable."""
 
 
 # ---------------------------------------------------------------------------------------------- verdicts
@@ -66,13 +68,14 @@ def _group(verdicts: dict[str, str]) -> str:
     return "; ".join(f"{words[k]} {', '.join(cs)}" for k, cs in parts.items())
 
 
-def _against_baselines(entries: dict) -> tuple[dict[str, str], bool] | None:
-    """GSB-MDPO's verdict against each paper baseline column, and whether every comparison had the seeds a
-    verdict needs (so that an inconclusive one is measured, not missing); None without both sides."""
+def _against_baselines(entries: dict, unrun: tuple[str, ...]) -> tuple[dict[str, str], bool] | None:
+    """GSB-MDPO's verdict against each paper baseline column that ran, and whether the comparison is
+    complete: every column the suite defines ran, each with the seeds a verdict needs (so that an
+    inconclusive one is measured, not missing); None without both sides."""
     if PROPOSED not in entries or not _paper_baselines(entries):
         return None
     verdicts = {b: verdict_of(entries, PROPOSED, b) for b in _paper_baselines(entries)}
-    return verdicts, all(_enough(entries, b) for b in verdicts)
+    return verdicts, not unrun and all(_enough(entries, b) for b in verdicts)
 
 
 def _enough(entries: dict, column: str) -> bool:
@@ -80,64 +83,70 @@ def _enough(entries: dict, column: str) -> bool:
     return min(len(entries[PROPOSED]["seeds"]), len(entries[column]["seeds"])) >= stats.MIN_SEEDS_FOR_VERDICT
 
 
-def _outcome(outcome: str, verdicts: dict[str, str]) -> Outcome:
-    return Outcome(outcome, f"{PROPOSED} {_group(verdicts)}", (PROPOSED, *verdicts))
+def _not_run(unrun: tuple[str, ...]) -> str:
+    return f"; not run yet: {', '.join(unrun)}" if unrun else ""
+
+
+def _outcome(outcome: str, verdicts: dict[str, str], unrun: tuple[str, ...] = ()) -> Outcome:
+    return Outcome(outcome, f"{PROPOSED} {_group(verdicts)}{_not_run(unrun)}", (PROPOSED, *verdicts))
 
 
 # ---------------------------------------------------------------------------------------------- judges
-def clear_gains(entries: dict) -> Outcome | None:
-    """ "Clear gains" on a task: GSB-MDPO's verdict is "better" against every paper baseline column there
-    (reference columns excluded). Agrees when it is; disagrees when it is "worse" against any;
-    inconclusive otherwise."""
-    judged = _against_baselines(entries)
+def clear_gains(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
+    """ "Clear gains" on a task: GSB-MDPO's verdict is "better" against every paper baseline column of the
+    suite (reference columns excluded). Agrees when it is, and every such column has run there; disagrees
+    when it is "worse" against any; inconclusive otherwise."""
+    judged = _against_baselines(entries, unrun)
     if judged is None:
         return None
     verdicts, _ = judged
     if any(v == "worse" for v in verdicts.values()):
-        return _outcome(DISAGREES, verdicts)
-    return _outcome(AGREES if all(v == "better" for v in verdicts.values()) else INCONCLUSIVE, verdicts)
+        return _outcome(DISAGREES, verdicts, unrun)
+    every = not unrun and all(v == "better" for v in verdicts.values())
+    return _outcome(AGREES if every else INCONCLUSIVE, verdicts, unrun)
 
 
-def competitive(entries: dict) -> Outcome | None:
+def competitive(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """ "Competitive" or "among the leading methods" on a task: GSB-MDPO is "worse" against no paper baseline
-    column. Disagrees when it is "worse" against any; agrees when it is not and every comparison had the
-    seeds a verdict needs (>= 3 in both columns); inconclusive when some comparison had fewer. With 3 seeds
-    the intervals are wide, so "not worse" rules out only large gaps."""
-    judged = _against_baselines(entries)
+    column. Disagrees when it is "worse" against any; agrees when it is not, every paper column of the suite
+    has run there and every comparison had the seeds a verdict needs (>= 3 in both columns); inconclusive
+    otherwise. With 3 seeds the intervals are wide, so "not worse" rules out only large gaps."""
+    judged = _against_baselines(entries, unrun)
     if judged is None:
         return None
-    verdicts, measured = judged
+    verdicts, complete = judged
     if any(v == "worse" for v in verdicts.values()):
-        return _outcome(DISAGREES, verdicts)
-    return _outcome(AGREES if measured else INCONCLUSIVE, verdicts)
+        return _outcome(DISAGREES, verdicts, unrun)
+    return _outcome(AGREES if complete else INCONCLUSIVE, verdicts, unrun)
 
 
-def strong(entries: dict) -> Outcome | None:
+def strong(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """ "Strong final performance" on a task: GSB-MDPO is "worse" against no paper baseline column and
     "better" against at least half of them. Disagrees when it is "worse" against any; agrees when both
-    hold; inconclusive otherwise."""
-    judged = _against_baselines(entries)
+    hold and every paper column of the suite has run there; inconclusive otherwise."""
+    judged = _against_baselines(entries, unrun)
     if judged is None:
         return None
     verdicts, _ = judged
     if any(v == "worse" for v in verdicts.values()):
-        return _outcome(DISAGREES, verdicts)
+        return _outcome(DISAGREES, verdicts, unrun)
     better = sum(v == "better" for v in verdicts.values())
-    return _outcome(AGREES if 2 * better >= len(verdicts) else INCONCLUSIVE, verdicts)
+    return _outcome(AGREES if not unrun and 2 * better >= len(verdicts) else INCONCLUSIVE, verdicts, unrun)
 
 
-def genpo_highest(entries: dict) -> Outcome | None:
+def genpo_highest(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """ "GenPO achieves the highest return" on a task: GenPO's verdict (its probability of improvement over
     the column, as for GSB-MDPO) is "better" against every other paper column, GSB-MDPO included. Agrees
-    when it is; disagrees when it is "worse" against any; inconclusive otherwise."""
+    when it is, and every paper column of the suite has run there; disagrees when it is "worse" against any;
+    inconclusive otherwise."""
     others = [v for v, e in entries.items() if v != "genpo" and not e.get("reference")]
     if "genpo" not in entries or not others:
         return None
     verdicts = {v: verdict_of(entries, "genpo", v) for v in others}
     outcome = DISAGREES if "worse" in verdicts.values() else AGREES
-    if outcome == AGREES and any(v != "better" for v in verdicts.values()):
+    if outcome == AGREES and (unrun or any(v != "better" for v in verdicts.values())):
         outcome = INCONCLUSIVE
-    return Outcome(outcome, f"genpo {_group(verdicts)}", ("genpo", *others))
+    return Outcome(outcome, f"genpo {_group(verdicts)}{_not_run(unrun)}", ("genpo", *others))
 
 
 def _direction(entries: dict, variant: str, control: str, expected: str) -> Outcome | None:
@@ -151,25 +160,25 @@ def _direction(entries: dict, variant: str, control: str, expected: str) -> Outc
     return Outcome(outcome, f"{variant} {_group({control: found})}", (variant, control))
 
 
-def path_kl_matters(entries: dict) -> Outcome | None:
+def path_kl_matters(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """Column `lambda=0,eta=0` (no path KL) against `eta=0`: agrees when its verdict is "worse", disagrees
     when "better", inconclusive otherwise."""
     return _direction(entries, "lambda=0,eta=0", "eta=0", "worse")
 
 
-def reference_mixing_helps(entries: dict) -> Outcome | None:
+def reference_mixing_helps(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """Column `gsb_mdpo` (eta > 0) against `eta=0`: agrees when its verdict is "better", disagrees when
     "worse", inconclusive otherwise."""
     return _direction(entries, PROPOSED, "eta=0", "better")
 
 
-def clipping_matters(entries: dict) -> Outcome | None:
+def clipping_matters(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """Column `no clip,eta=0` against `eta=0`: agrees when its verdict is "worse", disagrees when "better",
     inconclusive otherwise."""
     return _direction(entries, "no clip,eta=0", "eta=0", "worse")
 
 
-def ode_beats_sde(entries: dict) -> Outcome | None:
+def ode_beats_sde(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """GSB-MDPO's deterministic ODE evaluation against its stochastic SDE evaluation at the last evaluation
     of the same runs (the ablation table's P(ODE > SDE)): agrees when the verdict is "better", disagrees
     when "worse", inconclusive otherwise."""
@@ -184,7 +193,7 @@ GENERATION_STEPS = ("N=4", "N=8", "N=32")
 """The generation-step variants, each against the default N=16 (`gsb_mdpo`)."""
 
 
-def steps_similar(entries: dict) -> Outcome | None:
+def steps_similar(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """Columns N=4, N=8 and N=32 each against `gsb_mdpo` (N=16): agrees when none has a "better" or
     "worse" verdict and each had the seeds a verdict needs (>= 3 in both columns); disagrees when any has
     one; inconclusive otherwise. With 3 seeds "no verdict" rules out only large gaps."""
@@ -203,7 +212,7 @@ def steps_similar(entries: dict) -> Outcome | None:
 CLIP_BAND = (0.1, 0.3)
 
 
-def clip_fraction_about_0_2(entries: dict) -> Outcome | None:
+def clip_fraction_about_0_2(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """GSB-MDPO's step-clip fraction (the across-seed mean at each iteration), averaged over the second half
     of training: agrees when it lies in [0.1, 0.3] ("roughly 0.2"), disagrees otherwise. Runs copied from
     another suite are judged there, not twice."""
@@ -218,7 +227,7 @@ def clip_fraction_about_0_2(entries: dict) -> Outcome | None:
     )
 
 
-def time_close_to_ppo_fpo_dppo(entries: dict) -> Outcome | None:
+def time_close_to_ppo_fpo_dppo(entries: dict, unrun: tuple[str, ...] = ()) -> Outcome | None:
     """End-to-end wall-clock of one run each (as the paper's table): agrees when GSB-MDPO's is at most 1.5x
     the mean of Gaussian PPO's, FPO's and DPPO's and at most half of GenPO's; disagrees otherwise."""
     needed = ("gaussian_ppo", "fpo", "dppo", "genpo", PROPOSED)
@@ -306,6 +315,14 @@ def combine(outcomes: list[str]) -> str:
     return AGREES if all(o == AGREES for o in outcomes) else INCONCLUSIVE
 
 
+def unrun_columns(summary: dict, task: str) -> tuple[str, ...]:
+    """The paper columns (not reference columns) `summary`'s suite defines with no run on `task`."""
+    ran = summary["tasks"].get(task, {})
+    return tuple(
+        c["name"] for c in summary.get("planned_columns", []) if not c["reference"] and c["name"] not in ran
+    )
+
+
 def rows(summaries: dict[str, dict]) -> list[Row]:
     """One row per claim and suite that tests it; one "not tested here" row for a claim no suite tests."""
     table = []
@@ -315,7 +332,10 @@ def rows(summaries: dict[str, dict]) -> list[Row]:
             if summary["kind"] not in claim.kinds:
                 continue
             judged = {
-                t: o for t in claim.tasks if t in summary["tasks"] and (o := claim.judge(summary["tasks"][t]))
+                t: o
+                for t in claim.tasks
+                if t in summary["tasks"]
+                and (o := claim.judge(summary["tasks"][t], unrun_columns(summary, t)))
             }
             if not judged:
                 continue
