@@ -102,3 +102,25 @@ def test_bad_settings_are_usage_errors(argv, message, capsys):
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
     assert message in error and len(error.strip().splitlines()) == 1
+
+
+def test_coverage_is_the_share_of_each_tilt_an_iteration_realised():
+    preference, lam = np.array(PAPER_PREFERENCE), 2.0
+
+    def tilt(masses, share):
+        tilted = np.asarray(masses) * np.exp(share * preference / lam)
+        return (tilted / tilted.sum()).tolist()
+
+    start = [0.25, 0.25, 0.25, 0.25]
+    half_way = tilt(start, 0.5)
+    record = {"iterations": [{"old": start, "target": tilt(start, 1.0)},
+                             {"old": half_way, "target": tilt(half_way, 1.0)}],
+              "learned": tilt(half_way, 0.5), "old": start, "preference": list(preference), "beta": lam / 2,
+              "target": tilt(start, 2.0)}  # fmt: skip
+    assert toy_tilt.coverage(record) == pytest.approx(0.5)
+    # Realising the whole tilt leaves no error; realising half of it leaves what half a tilt misses.
+    assert toy_tilt.tilted_l1(record, 1.0) == pytest.approx(0.0, abs=1e-12)
+    assert toy_tilt.tilted_l1(record, 0.5) == pytest.approx(
+        np.abs(np.array(record["learned"]) - record["target"]).sum()
+    )
+    assert toy_tilt.coverage({"iterations": []}) is None

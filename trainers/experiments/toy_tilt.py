@@ -17,8 +17,19 @@ writes hub_cards/results/toy_tilt_sweep.{json,md} from the run log hub_cards/res
 each progress line of an iteration shows the masses it starts from and the masses its own tilt
 exp(A / lambda) aims at, so the next line shows how far it got.
 
-What limits sharp tilts (measured on beta = 0.5 with quadrant I preferred, seed 0; every run is in the
-sweep's log and its "other settings" table):
+What limits sharp tilts (every run is in the sweep's log, and its summary gives each setting's coverage:
+the share of its own tilt an iteration realised; about 0.82 with the defaults, 0.74-0.86 elsewhere):
+- Mostly the policy class, not the optimizer. A drift change only shifts the mean of each Gaussian step
+  (the prior and the step variances are fixed), so it can tilt the law of the paths only by functions
+  linear in each step's noise. `trainers.experiments.toy_reachable` measures, under the old policy, the
+  share of Var(A) such tilts can reach to first order: 0.84-0.86 over three seeds with these settings
+  (0.78 with 8 steps, 0.84 with 32, a noisier estimate, 0.86 after three times the pretraining); the rest is the fixed prior (about 1%) and the
+  part of each step that is nonlinear in its noise, which coarser steps enlarge. An iteration thus
+  realises at most about 0.85 of its tilt whatever its optimizer, and the defaults realise 0.82. Had every
+  iteration realised exactly the reachable share, the sweep's mean L1 would be about 0.08 at every beta
+  and quadrant (toy_tilt_sweep.md computes it from the runs): a learned L1 of 0.05 at the paper's setting
+  needs about 0.91 of each tilt, more than these steps can reach.
+The other measurements (a single cell means beta = 0.5 with quadrant I preferred, seed 0):
 - Each iteration stops short of its own tilt: it covers about 60-90% of the move from its start to its
   aim, however many updates it takes (K = 4: 150 or 300 updates per iteration give L1 0.181 and 0.184).
   The shortfall compounds over the iterations, and sharper tilts have more to cover.
@@ -45,8 +56,9 @@ sweep's log and its "other settings" table):
 The defaults (K = 8 iterations of 150 updates on 256-path minibatches) were measured over the whole
 sweep; the earlier ones (K = 2 iterations of 300 updates on 4096-path minibatches) gave 0.089 at the
 paper's setting but cost about 7 times as much per run, too much to sweep on a shared CPU, and a K = 2
-run at beta = 0.5 gives 0.25. Open: with these defaults the sweep's mean (0.109) misses 0.10 and the
-paper's setting (0.121 over three seeds) misses 0.05 by far; see hub_cards/results/toy_tilt_sweep.md.
+run at beta = 0.5 gives 0.25. With these defaults the sweep's mean (0.109) misses 0.10 and the paper's
+setting (0.121 over three seeds) misses 0.05; 1024-path minibatches (coverage 0.85, at the reachable
+share) are the measured way toward 0.10, at four times the cost. See hub_cards/results/toy_tilt_sweep.md.
 """
 
 import dataclasses
@@ -393,6 +405,35 @@ def sweep_log_path(args: Args) -> Path:
     return args.results_dir / "raw" / "toy_tilt_sweep.jsonl"
 
 
+def reachable_log_path(results_dir: Path) -> Path:
+    """Where `trainers.experiments.toy_reachable` keeps its measurements."""
+    return results_dir / "raw" / "toy_tilt_reachable.jsonl"
+
+
+def coverage(record: dict) -> float | None:
+    """The share of its own tilt an iteration realised, averaged over a run's iterations (None without
+    any): the change of the centred log quadrant masses from one iteration's start to the next (the learned
+    masses after the last), projected on the change its tilt exp(A / lambda) aimed at."""
+    if not record["iterations"]:
+        return None
+    starts = [np.log(it["old"]) for it in record["iterations"]] + [np.log(record["learned"])]
+    shares = []
+    for it, start, end in zip(record["iterations"], starts, starts[1:], strict=False):
+        aim = np.log(it["target"]) - start
+        moved = end - start
+        aim, moved = aim - aim.mean(), moved - moved.mean()
+        shares.append(float(moved @ aim / (aim @ aim)))
+    return float(np.mean(shares))
+
+
+def tilted_l1(record: dict, share: float) -> float:
+    """The L1 error the run would have if the learned masses were the old ones tilted by exp(share * A / beta),
+    i.e. if every iteration had realised `share` of its tilt."""
+    old, preference = np.asarray(record["old"]), np.asarray(record["preference"])
+    reached = old * np.exp(share * preference / record["beta"])
+    return float(np.abs(reached / reached.sum() - np.asarray(record["target"])).sum())
+
+
 class SweepLogError(ValueError):
     """The sweep's run log cannot be read."""
 
@@ -424,7 +465,8 @@ def sweep(args: Args) -> dict:
         })  # fmt: skip
         log_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(log_path, "".join(json.dumps(r) + "\n" for r in records))
-    summary = summarize(records, current, args.preference)
+    reachable = read_jsonl(reachable_log_path(args.results_dir), SweepLogError)
+    summary = summarize(records, current, args.preference, reachable)
     stem = args.results_dir / "toy_tilt_sweep"
     atomic_write_text(stem.with_suffix(".json"), json.dumps(summary, indent=2) + "\n")
     atomic_write_text(stem.with_suffix(".md"), sweep_markdown(summary))
@@ -436,9 +478,10 @@ def _is_paper_setting(beta: float, preference) -> bool:
     return beta == 1.0 and tuple(preference) == PAPER_PREFERENCE
 
 
-def summarize(records: list[dict], current: dict, base_preference) -> dict:
-    """The current settings' grid (mean and std of L1 over seeds per beta and preferred quadrant) and,
-    for every other setting in the log, its mean L1 next to the current settings' on the same runs."""
+def summarize(records: list[dict], current: dict, base_preference, reachable: list[dict] = ()) -> dict:
+    """The current settings' grid (mean and std of L1 over seeds per beta and preferred quadrant), for
+    every other setting in the log its mean L1 next to the current settings' on the same runs, and the
+    drift-reachable shares measured by `toy_reachable` (`reachable`: its log) with what they imply."""
     mine = [r for r in records if r["settings"] == current]
     by_cell: dict[tuple, list[dict]] = {}
     for r in mine:
@@ -463,6 +506,7 @@ def summarize(records: list[dict], current: dict, base_preference) -> dict:
             "l1_mean": float(np.mean([r["l1"] for r in runs])),
             "current_l1_mean_same_runs": float(np.mean(paired)) if None not in paired else None,
             "seconds_per_run": float(np.mean([r["seconds"] for r in runs])),
+            "coverage": _mean_coverage(runs),
         })  # fmt: skip
     paper = [r["l1"] for r in mine if _is_paper_setting(r["beta"], r["preference"])]
     pretrained = [r["pretrain_seconds"] for r in mine if r["pretrain_seconds"]]
@@ -484,6 +528,34 @@ def summarize(records: list[dict], current: dict, base_preference) -> dict:
         "prior_floor_l1_mean": float(np.mean(floors)) if floors else None,
         "prior_floor_l1_max": float(np.max(floors)) if floors else None,
         "other_settings": sorted(other_rows, key=lambda row: row["l1_mean"]),
+        "coverage_mean": _mean_coverage(mine),
+        "reachable": _reachable_summary(reachable, current, mine),
+    }
+
+
+def _mean_coverage(runs: list[dict]) -> float | None:
+    shares = [c for r in runs if (c := coverage(r)) is not None]
+    return float(np.mean(shares)) if shares else None
+
+
+def _reachable_summary(measured: list[dict], current: dict, mine: list[dict]) -> dict | None:
+    """The drift-reachable share of each measured old policy, and for the current pretraining settings
+    the L1 errors the sweep would have if every iteration realised exactly that share."""
+    if not measured:
+        return None
+    rows = [{"changed": {k: v for k, v in r["pretraining"].items() if current.get(k) != v}, "seed": r["seed"],
+             "prior": r["prior_share"], "reachable": r["reachable"], "nonlinear": r["nonlinear"]}
+            for r in measured]  # fmt: skip
+    shares = [row["reachable"] for row in rows if not row["changed"]]
+    share = float(np.mean(shares)) if shares else None
+    paper = [r for r in mine if _is_paper_setting(r["beta"], r["preference"])]
+    return {
+        "rows": sorted(rows, key=lambda row: (json.dumps(row["changed"], sort_keys=True), row["seed"])),
+        "share_mean": share,
+        "l1_at_share": float(np.mean([tilted_l1(r, share) for r in mine])) if share and mine else None,
+        "paper_l1_at_share": float(np.mean([tilted_l1(r, share) for r in paper]))
+        if share and paper
+        else None,
     }
 
 
@@ -527,6 +599,7 @@ def sweep_markdown(summary: dict) -> str:
                   f"{summary['prior_floor_l1_mean']:.3f} on average (at most {summary['prior_floor_l1_max']:.3f}"
                   "): the L1 between the target and the old policy tilted given each draw of a^(0)."]  # fmt: skip
     lines += ["", "Settings: " + ", ".join(f"`{k}={v}`" for k, v in summary["settings"].items()) + "."]
+    lines += _reachable_markdown(summary)
     if summary["other_settings"]:
         lines += [
             "",
@@ -535,16 +608,57 @@ def sweep_markdown(summary: dict) -> str:
             "Each row changes the settings above as shown; its mean L1 is next to the current settings' "
             "mean on the same (β, quadrant, seed) runs where those exist.",
             "",
-            "| changed | runs | cells | mean L1 | current settings, same runs | s / run |",
-            "|---|---|---|---|---|---|",
+            "| changed | runs | cells | mean L1 | current settings, same runs | coverage | s / run |",
+            "|---|---|---|---|---|---|---|",
         ]
         for row in summary["other_settings"]:
             changed = ", ".join(f"`{k}={v}`" for k, v in row["changed"].items())
             same = row["current_l1_mean_same_runs"]
             cells_text = ", ".join(row["cells"]) if len(row["cells"]) <= 3 else f"{len(row['cells'])} cells"
             lines.append(f"| {changed} | {row['runs']} | {cells_text} | {row['l1_mean']:.3f} | "
-                         f"{'' if same is None else f'{same:.3f}'} | {row['seconds_per_run']:.0f} |")  # fmt: skip
+                         f"{'' if same is None else f'{same:.3f}'} | {_fmt_share(row['coverage'])} | "
+                         f"{row['seconds_per_run']:.0f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _fmt_share(share: float | None) -> str:
+    return "" if share is None else f"{share:.2f}"
+
+
+def _reachable_markdown(summary: dict) -> list[str]:
+    """What one iteration realises of its tilt, and what any drift change could (`toy_reachable`)."""
+    if summary["coverage_mean"] is None:
+        return []
+    lines = ["", "## What limits the tilt", "",
+             f"Coverage: each mirror-descent iteration realised on average {summary['coverage_mean']:.2f} of its "
+             "own tilt exp(A/λ) (the change of the centred log quadrant masses, projected on the change the tilt "
+             "aims at; the column `coverage` below gives it for the other settings)."]  # fmt: skip
+    reach = summary["reachable"]
+    if reach is None:
+        return lines
+    lines += [
+        "",
+        "Reachable share (`python -m trainers.experiments.toy_reachable`, from `raw/toy_tilt_reachable.jsonl`): "
+        "the share of Var(A) that a drift change can tilt by, to first order, under each old policy (paper "
+        "preference). The prior a^(0) is fixed and each generation step is Gaussian with a fixed variance, so "
+        "a drift change tilts a step only by functions linear in its noise; the rest of each step's share of "
+        "Var(A) (the nonlinear remainder, which coarser steps enlarge) is out of reach of any "
+        "optimizer. The three shares add up to 1 up to the Monte Carlo error.",
+        "",
+        "| old policy | seed | prior | reachable | nonlinear | sum |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in reach["rows"]:
+        changed = ", ".join(f"`{k}={v}`" for k, v in row["changed"].items()) or "these settings"
+        lines.append(f"| {changed} | {row['seed']} | {row['prior']:.3f} | {row['reachable']:.3f} | "
+                     f"{row['nonlinear']:.3f} | {row['prior'] + row['reachable'] + row['nonlinear']:.2f} |")  # fmt: skip
+    if reach["l1_at_share"] is not None:
+        paper = reach["paper_l1_at_share"]
+        lines += ["", f"If every iteration realised exactly the reachable share ({reach['share_mean']:.2f}, the mean "
+                  "over seeds for these settings), the learned masses would be p_old exp(share · A/β): a sweep "
+                  f"mean L1 of {reach['l1_at_share']:.3f}"
+                  + ("" if paper is None else f" and {paper:.3f} at the paper's setting") + "."]  # fmt: skip
+    return lines
 
 
 def validate(args: Args) -> None:
