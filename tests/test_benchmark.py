@@ -1,6 +1,7 @@
 """The benchmark runner and the ledger-generated summaries: a real (tiny) suite run, skipping and resume
 rules, the aggregation arithmetic, and that the committed summaries match the committed ledgers."""
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -229,6 +230,26 @@ def test_summary_arithmetic(tiny_suite):
         "end to end on x, 2 cores, GPU none: gsb_mdpo 0.2, lambda=0 0.3; on y, 16 cores, GPU H200: gsb_mdpo 0.1."
         in table
     )
+
+
+def test_a_suite_with_several_tasks_gets_each_machines_cost_per_task_and_column(tiny_suite, monkeypatch):
+    monkeypatch.setitem(
+        SUITES, "tiny", dataclasses.replace(tiny_suite, tasks=("InvertedPendulum-v5", "Hopper-v5"))
+    )
+    cpu = [_record("gsb_mdpo", 0, 10.0, [10.0], cost=120.0), _record("gsb_mdpo", 1, 10.0, [10.0], cost=60.0),
+           {**_record("lambda=0", 0, 5.0, [5.0], cost=30.0), "task": "Hopper-v5"}]  # fmt: skip
+    gpu = {
+        **_record("gsb_mdpo", 2, 12.0, [12.0], cost=6.0),
+        "hardware": {"cpu": "y", "cores": 16, "gpu": "H200"},
+    }
+    table = aggregate.markdown(aggregate.summarize("tiny", [*cpu, gpu]))
+    # The fastest run of each (task, column) on each machine, never a minimum mixed across machines.
+    assert "minutes end to end on x, 2 cores, GPU none:\n\n| task | gsb_mdpo | lambda=0 |" in table
+    assert "| InvertedPendulum-v5 | 1.0 | - |\n| Hopper-v5 | - | 0.5 |" in table
+    assert "minutes end to end on y, 16 cores, GPU H200:" in table
+    assert "| InvertedPendulum-v5 | 0.1 | - |\n| Hopper-v5 | - | - |" in table
+    # One task: the fastest-run line already says it all.
+    assert "per task and column" not in aggregate.markdown(aggregate.summarize("tiny", cpu[:2]))
 
 
 def test_a_task_no_run_ever_scored_on_is_named_as_unable_to_rank(tiny_suite):

@@ -384,13 +384,17 @@ def _constant_lines(summary: dict) -> list[str]:
             "No method left its starting return there, so at this budget the task cannot rank the methods."]  # fmt: skip
 
 
+def _hardware_labels(summary: dict) -> list[str]:
+    return sorted(
+        {lb for entries in summary["tasks"].values() for e in entries.values() for lb in e["hardware"]}
+    )
+
+
 def _fastest_lines(summary: dict, variants: list[str]) -> list[str]:
     """Runs may have shared the machine (with each other, or with other work), so the fastest run per method
     is the closest to its uncontended cost; a suite that ran on several machines gets one list per machine."""
     fastest: dict[str, list[str]] = {}
-    for label in sorted(
-        {lb for entries in summary["tasks"].values() for e in entries.values() for lb in e["hardware"]}
-    ):
+    for label in _hardware_labels(summary):
         for v in variants:
             walls = [
                 w
@@ -405,7 +409,24 @@ def _fastest_lines(summary: dict, variants: list[str]) -> list[str]:
         text = f"(on the hardware above): {', '.join(next(iter(fastest.values())))}"
     else:
         text = "; ".join(f"on {label}: {', '.join(runs)}" for label, runs in fastest.items())
-    return ["", f"Fastest run per method, minutes end to end {text}."]
+    return ["", f"Fastest run per method, minutes end to end {text}.", *_cost_table_lines(summary, variants)]
+
+
+def _cost_table_lines(summary: dict, variants: list[str]) -> list[str]:
+    """A run's cost depends on the task (its simulation cost per step) as well as on the method, so a suite
+    with several tasks also gets its fastest run per task and column, one table per machine."""
+    if len(summary["tasks"]) < 2:
+        return []
+    lines = []
+    for label in _hardware_labels(summary):
+
+        def cell(entries: dict, e: dict, label=label) -> str:
+            wall = e["wall_s_min_by_hardware"].get(label)
+            return "-" if wall is None else f"{wall / 60:.1f}"
+
+        lines += ["", f"Fastest run per task and column, minutes end to end on {label}:", "",
+                  *_header(summary, variants), *_rows(summary, variants, cell)]  # fmt: skip
+    return lines
 
 
 def _finetune_lines(summary: dict) -> list[str]:

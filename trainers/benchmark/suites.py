@@ -200,8 +200,8 @@ SUITES: dict[str, Suite] = {
             eval_args=_CPU_GYM_EVAL,
             eval_protocol=_CPU_GYM_PROTOCOL,
             budget_note="1M env steps: 1/40 of the paper's budget, sized so that one run of every method but "
-            "GenPO takes <= 30 min on 2 cores; GenPO's two-network coupling flow costs several times GSB-MDPO's per step "
-            "(compute-cpu), so its runs take longer. `fpo` is the FPO paper's surrogate (both advantage signs), "
+            "GenPO takes <= 30 min on 2 cores (the per-task cost table below gives the measured minutes); GenPO's "
+            "two-network coupling flow costs several times GSB-MDPO's per step (compute-cpu), so its runs take longer. `fpo` is the FPO paper's surrogate (both advantage signs), "
             "`fpo:flowrl` FlowRL's positive-advantages-only form; `dppo` clamps each action dimension's "
             "log-density before averaging (official DPPO), `dppo:clamp-mean` clamps the average; `sb3_ppo:zoo` is "
             "Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
@@ -218,11 +218,10 @@ SUITES: dict[str, Suite] = {
             variants=_methods(*PAPER_METHODS),
             args=_CPU_PLAYGROUND_GEOMETRY,
             eval_protocol="32 fresh envs x one 1000-step episode, deterministic (ODE / Gaussian mean), 10 evaluations",
-            budget_note="3M env steps: 1/20 of the paper's budget, meant to fit 30 min per run on 2 cores. Measured "
-            "alone on 2 cores: Cartpole and Reacher runs take 24-30 min; a FingerSpin GSB-MDPO iteration (30,720 steps) "
-            "takes 14.3 s, about 23 min of training for 3M steps plus its evaluations, so FingerSpin and BallInCup "
-            "fit for GSB-MDPO but may not for FPO, whose Cartpole runs already took 29-30 min. Some runs ran on a GPU "
-            "machine: the hardware line counts them, the fastest-run line gives each machine's times",
+            budget_note="3M env steps: 1/20 of the paper's budget, sized so that one run of every method but GenPO "
+            "takes about 30 min on 2 cores; the per-task cost tables below give each run's measured minutes (the "
+            "fastest run: runs that shared the machine took longer). Some runs ran on a GPU machine: the hardware "
+            "line counts them, and each machine has its own cost table",
         ),
         Suite(
             name="ablation-cpu",
