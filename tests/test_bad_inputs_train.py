@@ -28,6 +28,7 @@ import safetensors.numpy
 
 import gsbpolicy.cli
 from trainers._core.cli import parse
+from trainers._core.lifecycle import DIVERGED_FILE
 from trainers._core.loop import Trainer
 from trainers._core.rundir import LOCK_NAME
 from trainers._core.runlog import write_run_json
@@ -459,3 +460,9 @@ def test_run_that_goes_non_finite_stops_and_keeps_the_last_good_checkpoint(tmp_p
     assert [r["iteration"] for r in records] == [1, 2]
     with open(run / LOCK_NAME, "a+") as f:  # the lock went with the run
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    # The folder says the run diverged (what the benchmark runner records it by), until a new attempt starts.
+    stop = json.loads((run / DIVERGED_FILE).read_text())
+    assert (stop["iteration"], stop["quantity"], stop["checkpoint_iteration"]) == (3, "loss", 2)
+    monkeypatch.undo()
+    main([*TINY, "--output-dir", str(run), "--resume"])
+    assert not (run / DIVERGED_FILE).exists() and (run / "policy" / "results.json").exists()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gsbpolicy.cli import CommandError
+from trainers._core.lifecycle import DIVERGED_FILE
 from trainers.benchmark import aggregate, compare, stats
 from trainers.benchmark import runner as benchmark
 from trainers.benchmark.suites import SUITES, Suite, Variant
@@ -65,6 +66,51 @@ def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, 
     capsys.readouterr()
     assert benchmark.run_suite(args) == 0
     assert "0 runs to do" in capsys.readouterr().out
+
+
+def test_a_run_that_diverged_is_recorded_with_its_last_return_and_a_crash_is_not(
+    tiny_suite, tmp_path, monkeypatch, capsys
+):
+    results = tmp_path / "results"
+    args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0, 1), runs_dir=tmp_path / "runs",
+                               results_dir=results)  # fmt: skip
+
+    def fake_train(cmd, folders, sample_interval):
+        (directory,) = folders
+        directory.mkdir(parents=True)
+        evals = [{"type": "eval", "iteration": i, "env_steps": 64 * i, "eval/return_deterministic": 10.0 * i,
+                  "eval/return_deterministic_std": 1.0, "eval/return_stochastic": 5.0} for i in (1, 2)]  # fmt: skip
+        trains = [{"type": "train", "iteration": 2, "env_steps": 128, "time/wall_s": 3.0}]
+        (directory / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*evals, *trains]))
+        (directory / "run.json").write_text(
+            json.dumps({"git": {"commit": "abc"}, "packages": {}, "device": "cpu"})
+        )
+        if directory.name == "seed_0":  # what the trainer's lifecycle writes when an update goes non-finite
+            stop = {
+                "iteration": 3,
+                "quantity": "gradient",
+                "checkpoint_iteration": 2,
+                "date": "2026-11-28T00:00:00",
+            }
+            (directory / DIVERGED_FILE).write_text(json.dumps(stop))
+        raise RuntimeError("exit code 1")
+
+    monkeypatch.setattr(benchmark, "_train", fake_train)
+    assert benchmark.run_suite(args) == 1  # seed 1 crashed: a failure, and no ledger line
+    (record,) = benchmark.read_ledger(results / "tiny.runs.jsonl")
+    assert record["seed"] == 0 and record["diverged"]["iteration"] == 3
+    assert record["final"] == {"mean": 20.0, "std": 1.0, "n_episodes": None, "deterministic": True,
+                               "env_steps": 128}  # fmt: skip
+    table = (results / "tiny.md").read_text()
+    assert "20.0 (1 seed) (1 diverged)" in table
+    assert (
+        "gsb_mdpo on InvertedPendulum-v5 seed 0 (non-finite gradient in iteration 3; last evaluation at 128"
+        in table
+    )
+    # The diverged run is done: a second call plans only the crashed one.
+    capsys.readouterr()
+    assert benchmark.run_suite(benchmark.BenchArgs(**{**vars(args), "resume": True, "dry_run": True})) == 0
+    assert "1 runs to do" in capsys.readouterr().out
 
 
 def test_a_killed_attempt_still_counts_toward_wall_clock(tmp_path, monkeypatch):

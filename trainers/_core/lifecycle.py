@@ -8,8 +8,12 @@ after every iteration), what its checkpoint holds, how it evaluates and how it s
 
 import abc
 import contextlib
+import datetime
 import functools
+import json
 from pathlib import Path
+
+from gsbpolicy.files import atomic_write_text
 
 from .checkpoint import commit_checkpoint, find_checkpoint, load_checkpoint, write_checkpoint
 from .config import TrainArgs, output_path
@@ -32,6 +36,12 @@ def eval_iterations(args: TrainArgs) -> set[int]:
     else:
         due = {max(1, round(k * n / args.eval.num_evals)) for k in range(1, args.eval.num_evals + 1)}
     return due | {n}
+
+
+DIVERGED_FILE = "diverged.json"
+"""Written into the run folder when a run stops on a non-finite update (the iteration, the quantity that went
+non-finite, the last good checkpoint), so that what reads the folder afterwards (the benchmark runner) can tell
+a run that diverged from one that crashed; the next attempt of the run removes it when it starts."""
 
 
 class Learner(abc.ABC):
@@ -124,6 +134,7 @@ class RunLifecycle:
         `group`: the seeds trained together in this process, if any (recorded in run.json)."""
         resumed = self.args.resume and self.restore(learner)
         if self.writer:
+            (self.run_dir / DIVERGED_FILE).unlink(missing_ok=True)
             write_run_json(self.run_dir, self.algo, self.args, mesh, group)
         log = self.args.log
         self.logger = RunLogger(self.run_dir, self.args.num_iterations * self.args.rollout.steps_per_iteration,
@@ -163,9 +174,13 @@ class RunLifecycle:
 
     def non_finite(self, quantity: str, iteration: int) -> NonFiniteError:
         """The error that stops a run whose `iteration` made `quantity` non-finite, before anything of that
-        iteration is logged or saved."""
+        iteration is logged or saved; the run folder records the stop in `DIVERGED_FILE`."""
         kept = (f"the last good checkpoint (iteration {self.checkpointed}) is kept in {self.run_dir / 'checkpoint'}"
                 if self.checkpointed is not None else "no checkpoint had been written")  # fmt: skip
+        if self.writer:
+            record = {"iteration": iteration, "quantity": quantity, "checkpoint_iteration": self.checkpointed,
+                      "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}  # fmt: skip
+            atomic_write_text(self.run_dir / DIVERGED_FILE, json.dumps(record))
         return NonFiniteError(f"training stopped: non-finite {quantity} (NaN or inf) in iteration {iteration}; "
                               f"nothing of it was saved and {kept}")  # fmt: skip
 

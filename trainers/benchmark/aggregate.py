@@ -85,7 +85,11 @@ def _constant_return(runs: list[dict]) -> float | None:
 def _entry(runs: list[dict]) -> dict:
     """One (task, variant) cell of the summary: returns, curves, cost and hardware across its seeds."""
     finals = np.asarray([r["final"]["mean"] for r in runs], dtype=float)
+    # A diverged run stopped early, so its wall-clock is not what a run costs; it counts for the costs only
+    # when every seed diverged.
+    timed = [r for r in runs if "diverged" not in r] or runs
     machines = [hardware_label(r) for r in runs]
+    timed_machines = [hardware_label(r) for r in timed]
     entry = {
         "method": runs[0]["method"],
         "seeds": [r["seed"] for r in runs],
@@ -95,14 +99,14 @@ def _entry(runs: list[dict]) -> dict:
         **stats.iqm_interval(finals),
         "curve": _curve(runs, "deterministic"),
         "curve_stochastic": _curve(runs, "stochastic"),
-        "env_steps": runs[0]["final"]["env_steps"],
-        "wall_s_mean": _mean(r["cost"]["wall_s"] for r in runs),
-        "wall_s_min": round(min(r["cost"]["wall_s"] for r in runs), 3),
+        "env_steps": timed[0]["final"]["env_steps"],
+        "wall_s_mean": _mean(r["cost"]["wall_s"] for r in timed),
+        "wall_s_min": round(min(r["cost"]["wall_s"] for r in timed), 3),
         "wall_s_min_by_hardware": {
             label: round(
-                min(r["cost"]["wall_s"] for r, m in zip(runs, machines, strict=True) if m == label), 3
+                min(r["cost"]["wall_s"] for r, m in zip(timed, timed_machines, strict=True) if m == label), 3
             )
-            for label in sorted(set(machines))
+            for label in sorted(set(timed_machines))
         },
         "peak_rss_mib_mean": _mean(r["cost"].get("peak_rss_mib") for r in runs),
         "mean_rss_mib_mean": _mean(r["cost"].get("mean_rss_mib") for r in runs),
@@ -113,6 +117,16 @@ def _entry(runs: list[dict]) -> dict:
         "runs_sharing_machine": sum(shared_machine(r) for r in runs),
         "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
         "constant_return": _constant_return(runs),
+        "diverged": [
+            {
+                "seed": r["seed"],
+                "iteration": r["diverged"]["iteration"],
+                "quantity": r["diverged"]["quantity"],
+                "last_eval_env_steps": r["final"]["env_steps"],
+            }
+            for r in runs
+            if "diverged" in r
+        ],  # fmt: skip
     }
     kls = [r["path_kl_init"] for r in runs if r.get("path_kl_init")]
     if len(kls) == len(runs):  # a fine-tuning column: how far each seed's policy moved from its clone
@@ -268,7 +282,9 @@ def _mean_std_cell(entries: dict, e: dict) -> str:
         f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({n})" if n > 1 else f"{e['final_mean']:.1f} (1 seed)"
     )
     best = max(other["final_mean"] for other in entries.values())
-    return f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text
+    text = f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text
+    # .get: summaries written before diverged runs were recorded have no such field.
+    return text + (f" ({len(e['diverged'])} diverged)" if e.get("diverged") else "")
 
 
 def _comparison_text(c: dict) -> str:
@@ -324,6 +340,7 @@ def markdown(summary: dict) -> str:
         ]
     lines += _aggregate_lines(summary)
     lines += _constant_lines(summary)
+    lines += _diverged_lines(summary)
     lines += _fastest_lines(summary, variants)
     shared = [f"{v} on {task} from {', '.join(e['reused_from'])}" for task, entries in summary["tasks"].items()
               for v, e in entries.items() if e.get("reused_from")]  # fmt: skip
@@ -388,6 +405,17 @@ def _hardware_labels(summary: dict) -> list[str]:
     return sorted(
         {lb for entries in summary["tasks"].values() for e in entries.values() for lb in e["hardware"]}
     )
+
+
+def _diverged_lines(summary: dict) -> list[str]:
+    runs = [f"{v} on {task} seed {d['seed']} (non-finite {d['quantity']} in iteration {d['iteration']}; last "
+            f"evaluation at {d['last_eval_env_steps']:,} env steps)"
+            for task, entries in summary["tasks"].items() for v, e in entries.items() for d in e.get("diverged", [])]  # fmt: skip
+    if not runs:
+        return []
+    return ["", f"Runs that diverged: training stopped on a non-finite update, and the tables count each such run "
+            f"with the last return it measured before the stop: {'; '.join(runs)}. A diverged run's wall-clock is "
+            f"left out of the costs unless every seed of its column diverged."]  # fmt: skip
 
 
 def _fastest_lines(summary: dict, variants: list[str]) -> list[str]:

@@ -32,6 +32,7 @@ from gsbpolicy.cli import CommandError, check_writable_folder, run_command
 from gsbpolicy.files import atomic_write_text
 
 from .._core.cli import tyro_cli
+from .._core.lifecycle import DIVERGED_FILE
 from .._core.runlog import read_jsonl as read_ledger
 from . import pretraining
 from .aggregate import RESULTS_DIR as COMMITTED
@@ -350,12 +351,26 @@ def _accumulate_cost(directory: Path, attempt: dict) -> dict:
 def collect_record(
     suite: Suite, task: str, variant: Variant, seed: int, directory: Path, jobs: int = 1
 ) -> dict:
-    """The ledger line of a finished run, from its run folder."""
+    """The ledger line of a finished run, from its run folder. A run that diverged (stopped on a non-finite
+    update, `DIVERGED_FILE`) is a result of its method too, so it gets a line: its final return is its last
+    evaluation before it stopped, and `diverged` says where it stopped. Leaving it out would keep only the
+    seeds that happened not to diverge."""
     lines = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in lines if r["type"] == "eval"]
     trains = [r for r in lines if r["type"] == "train"]
     run = json.loads((directory / "run.json").read_text())
-    results = json.loads((directory / "policy" / "results.json").read_text())
+    diverged = None
+    if (directory / DIVERGED_FILE).exists():
+        diverged = json.loads((directory / DIVERGED_FILE).read_text())
+        if not evals:
+            raise RuntimeError(f"{directory} diverged in iteration {diverged['iteration']}, before its first "
+                               "evaluation: it has no return to record")  # fmt: skip
+        last = evals[-1]
+        results = {"mean": last["eval/return_deterministic"], "std": last["eval/return_deterministic_std"],
+                   "n_episodes": None, "deterministic": True, "env_steps": last["env_steps"],
+                   "date": diverged["date"]}  # fmt: skip
+    else:
+        results = json.loads((directory / "policy" / "results.json").read_text())
     curve = {
         "env_steps": [r["env_steps"] for r in evals],
         "deterministic": [r["eval/return_deterministic"] for r in evals],
@@ -377,6 +392,7 @@ def collect_record(
         "git": run["git"], "packages": run["packages"], "device": run["device"],
         "hardware": hardware(),
         "finished": results["date"],
+        **({"diverged": diverged} if diverged else {}),
     }  # fmt: skip
 
 
@@ -479,18 +495,33 @@ def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path,
                    for task, variant, seeds, folders, cmd in jobs}  # fmt: skip
         for future in concurrent.futures.as_completed(futures):
             task, variant, seeds, folders = futures[future]
+            ended = list(zip(seeds, folders, strict=True))
             try:
                 future.result()
             except RuntimeError as err:
-                print(f"FAILED {err}", file=sys.stderr, flush=True)
-                failures.extend((task, variant.name, seed) for seed in seeds)
-                continue
-            for seed, directory in zip(seeds, folders, strict=True):
-                record = collect_record(suite, task, variant, seed, directory, args.jobs)
+                ended = [(seed, d) for seed, d in ended if (d / DIVERGED_FILE).exists()]
+                print(f"{'DIVERGED (recorded)' if ended else 'FAILED'} {err}", file=sys.stderr, flush=True)
+                failures.extend((task, variant.name, seed) for seed, d in zip(seeds, folders, strict=True)
+                                if (seed, d) not in ended)  # fmt: skip
+                for _, directory in ended:
+                    _fold_interrupted_attempt(directory)
+            for seed, directory in ended:
+                try:
+                    record = collect_record(suite, task, variant, seed, directory, args.jobs)
+                except RuntimeError as err:
+                    print(f"FAILED {err}", file=sys.stderr, flush=True)
+                    failures.append((task, variant.name, seed))
+                    continue
                 append_ledger(ledger, record)
-                print(f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}, "
+                stop = (
+                    f" (diverged in iteration {record['diverged']['iteration']})"
+                    if "diverged" in record
+                    else ""
+                )
+                print(f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}{stop}, "
                       f"{record['cost']['wall_s']:.0f} s", flush=True)  # fmt: skip
-            _aggregate(suite.name, results_dir)
+            if ended:
+                _aggregate(suite.name, results_dir)
     finally:
         # Ctrl-C must not start the queued runs (the running ones get the same SIGINT).
         pool.shutdown(wait=True, cancel_futures=True)
