@@ -84,3 +84,18 @@ def test_committed_runs_of_the_previous_forms_carry_the_flag_that_reproduces_the
         variant, flag = FORMS[record["method"]]
         assert flag in shlex.split(record["command"])
         assert record["variant"] == (variant if suite == "cpu-gym" else record["method"])
+
+
+def test_zoo_in_cpu_geometry_keeps_the_zoo_hyperparameters_and_only_the_geometry_changes():
+    zoo, moved, paper = (
+        _args("zoo-geometry-cpu-gym", "sb3_ppo:zoo", "Walker2d-v5"),
+        _args("zoo-geometry-cpu-gym", "sb3_ppo:zoo,cpu-geometry", "Walker2d-v5"),
+        _args("cpu-gym", "gaussian_ppo", "Walker2d-v5"),
+    )
+    geometry = ("num_envs", "unroll_length", "unrolls_per_iteration", "num_minibatches", "epochs")
+    assert [getattr(moved.rollout, f) for f in geometry] == [getattr(paper.rollout, f) for f in geometry]
+    assert moved.rollout.steps_per_iteration == 32 * 64
+    others = [f for f in ("gamma", "gae_lambda", "normalize_advantages") if f not in geometry]
+    assert [getattr(moved.rollout, f) for f in others] == [getattr(zoo.rollout, f) for f in others]
+    assert (moved.algo, moved.optim, moved.critic, moved.eval) == (zoo.algo, zoo.optim, zoo.critic, zoo.eval)
+    assert SUITES["zoo-geometry-cpu-gym"].variant("sb3_ppo:zoo,cpu-geometry").baseline == "sb3_ppo:zoo"
