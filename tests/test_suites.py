@@ -99,3 +99,16 @@ def test_zoo_in_cpu_geometry_keeps_the_zoo_hyperparameters_and_only_the_geometry
     assert [getattr(moved.rollout, f) for f in others] == [getattr(zoo.rollout, f) for f in others]
     assert (moved.algo, moved.optim, moved.critic, moved.eval) == (zoo.algo, zoo.optim, zoo.critic, zoo.eval)
     assert SUITES["zoo-geometry-cpu-gym"].variant("sb3_ppo:zoo,cpu-geometry").baseline == "sb3_ppo:zoo"
+
+
+def test_the_zoo_geometry_suite_states_the_gradient_steps_ratio_its_presets_have():
+    def per_env_step(a):
+        return a.rollout.epochs * a.rollout.num_minibatches / a.rollout.steps_per_iteration
+
+    suite = SUITES["zoo-geometry-cpu-gym"]
+    ratios = [per_env_step(_args(suite.name, "sb3_ppo:zoo", task))
+              / per_env_step(_args(suite.name, "sb3_ppo:zoo,cpu-geometry", task)) for task in suite.tasks]  # fmt: skip
+    assert (
+        f"{min(ratios):.0f}-{max(ratios):.0f} times cpu-gym's gradient steps per env step"
+        in suite.description
+    )

@@ -283,8 +283,8 @@ SUITES: dict[str, Suite] = {
         Suite(
             name="zoo-geometry-cpu-gym",
             description="Where tuned SB3 PPO's edge over the paper's columns comes from: rl-baselines3-zoo's "
-            "geometry (one env, 512-2048 steps per update, 5-20 epochs of 32-64-transition minibatches: far more "
-            "gradient steps per env step) or the rest of its preset. `sb3_ppo:zoo,cpu-geometry` keeps every zoo "
+            "geometry (one env, 512-2048 steps per update, 5-20 epochs of 32-64-transition minibatches: 20-80 times "
+            "cpu-gym's gradient steps per env step) or the rest of its preset. `sb3_ppo:zoo,cpu-geometry` keeps every zoo "
             "hyperparameter but trains in cpu-gym's geometry and is judged against `sb3_ppo:zoo`; `sb3_ppo:zoo`, "
             "`gaussian_ppo` and `gsb_mdpo` are cpu-gym's runs, judged against `gsb_mdpo`.",
             tasks=("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Swimmer-v5"),
