@@ -397,6 +397,32 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
     assert "(not yet run on every task: genpo)." in table
 
 
+def test_a_reference_column_is_scored_on_the_paper_columns_scale_without_setting_it(monkeypatch):
+    suite = Suite(name="ref", description="test suite.", tasks=("Hopper-v5", "HalfCheetah-v5"), total_steps=300,
+                  seeds=(0, 1, 2), preset="cpu", variants=(*_methods("dppo", "gsb_mdpo"), Variant("sb3_ppo:zoo", "ppo")))  # fmt: skip
+    monkeypatch.setitem(SUITES, "ref", suite)
+    records = (_runs("gsb_mdpo", [10.0, 11.0, 12.0], "Hopper-v5") + _runs("dppo", [1.0, 2.0, 3.0], "Hopper-v5")
+               + _runs("gsb_mdpo", [100.0, 110.0, 120.0], "HalfCheetah-v5")
+               + _runs("dppo", [200.0, 220.0, 240.0], "HalfCheetah-v5"))  # fmt: skip
+    without = aggregate.summarize("ref", records)["aggregate_iqm"]
+    zoo = _runs("sb3_ppo:zoo", [20.0, 22.0, 24.0], "Hopper-v5") + _runs(
+        "sb3_ppo:zoo", [440.0] * 3, "HalfCheetah-v5"
+    )
+    summary = aggregate.summarize("ref", records + zoo)
+    agg = summary["aggregate_iqm"]
+    assert agg["normalised_by"] == without["normalised_by"] == {"Hopper-v5": 11.0, "HalfCheetah-v5": 220.0}
+    assert {v: agg["columns"][v]["iqm"] for v in ("dppo", "gsb_mdpo")} == {
+        v: without["columns"][v]["iqm"] for v in ("dppo", "gsb_mdpo")
+    }
+    assert agg["columns"]["sb3_ppo:zoo"]["iqm"] == pytest.approx(
+        2.0
+    )  # twice the best paper column on each task
+    assert (
+        "so 1.00 is the best paper column there and a reference column can exceed it"
+        in aggregate.markdown(summary)
+    )
+
+
 def test_statistics_match_rliable_and_are_reproducible():
     from rliable import metrics
 

@@ -166,13 +166,21 @@ def _compare(kind: str, variant: str, control: str, entries: dict) -> dict | Non
     }
 
 
+def _scale_setters(entries: dict[str, dict]) -> list[dict]:
+    """The columns whose means set a task's normalising scale: the paper's (all of them if only reference
+    columns ran there)."""
+    return [e for e in entries.values() if not e.get("reference")] or list(entries.values())
+
+
 def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
-    """IQM over a suite's tasks of normalised final returns (each divided by the best column mean on its
-    task, so 1.0 is the best column there), per column, with its stratified-bootstrap interval. A column
-    enters with the seeds it has on every task (the bootstrap resamples seeds within each task) and only if
-    it ran every task; tasks whose best mean is not positive cannot be normalised this way and are left out.
-    None for single-task suites, where it would repeat the per-task IQM."""
-    best = {t: max(e["final_mean"] for e in entries.values()) for t, entries in tasks.items()}
+    """IQM over a suite's tasks of normalised final returns (each divided by the best mean of a paper column
+    on its task, so 1.0 is the best paper column there), per column, with its stratified-bootstrap interval.
+    A reference column is scored on the same scale, so it can exceed 1; it does not set the scale, so adding
+    one leaves the paper columns' scores as they were. A column enters with the seeds it has on every task
+    (the bootstrap resamples seeds within each task) and only if it ran every task; tasks whose best mean is
+    not positive cannot be normalised this way and are left out. None for single-task suites, where it would
+    repeat the per-task IQM."""
+    best = {t: max(e["final_mean"] for e in _scale_setters(entries)) for t, entries in tasks.items()}
     usable = [t for t in tasks if best[t] > 0]
     if len(usable) < 2:
         return None
@@ -383,7 +391,8 @@ def _aggregate_lines(summary: dict) -> list[str]:
     return [
         "",
         f"Aggregate IQM over {', '.join(agg['tasks'])}, on normalised returns (each task's final returns "
-        f"divided by the best column mean on that task, so 1.00 is the best column there), with its 95% "
+        f"divided by the best paper column's mean on that task, so 1.00 is the best paper column there and a "
+        f"reference column can exceed it), with its 95% "
         f"stratified-bootstrap interval; each column with the seeds it ran on every task: {'; '.join(parts)}"
         + (f" (not yet run on every task: {', '.join(missing)})." if missing else "."),
     ]
