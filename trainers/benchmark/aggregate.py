@@ -388,11 +388,15 @@ def _aggregate_lines(summary: dict) -> list[str]:
         for v, c in agg["columns"].items()
     ]
     missing = [v for v in columns(summary["tasks"]) if v not in agg["columns"]]
+    references = any(e.get("reference") for entries in summary["tasks"].values() for e in entries.values())
+    scale = (
+        "the best paper column's mean on that task, so 1.00 is the best paper column there and a reference "
+        "column can exceed it" if references else "the best column mean on that task, so 1.00 is the best column there"
+    )  # fmt: skip
     return [
         "",
         f"Aggregate IQM over {', '.join(agg['tasks'])}, on normalised returns (each task's final returns "
-        f"divided by the best paper column's mean on that task, so 1.00 is the best paper column there and a "
-        f"reference column can exceed it), with its 95% "
+        f"divided by {scale}), with its 95% "
         f"stratified-bootstrap interval; each column with the seeds it ran on every task: {'; '.join(parts)}"
         + (f" (not yet run on every task: {', '.join(missing)})." if missing else "."),
     ]
