@@ -118,6 +118,18 @@ def test_ablation_directions(monkeypatch):
     assert claims.ode_beats_sde(entries).verdict == claims.INCONCLUSIVE
 
 
+def test_a_verdict_on_runs_another_suite_reused_is_given_once(monkeypatch):
+    variants = (Variant("gsb_mdpo", "gsb_mdpo"), Variant("eta=0", "gsb_mdpo"))
+    for name in ("abl", "why"):
+        _suite(monkeypatch, name, ("HalfCheetah-v5",), variants, kind="ablation")
+    own = _runs("HalfCheetah-v5", "gsb_mdpo", HIGH) + _runs("HalfCheetah-v5", "eta=0", MIDDLE)
+    reused = [{**r, "reused_from": "main"} for r in own]
+    once = {"abl": aggregate.summarize("abl", reused), "why": aggregate.summarize("why", reused)}
+    assert [row.suite for row in _rows(once, claims.ode_beats_sde)] == ["abl"]  # the same runs: one row
+    twice = {"abl": aggregate.summarize("abl", reused), "why": aggregate.summarize("why", own)}
+    assert [row.suite for row in _rows(twice, claims.ode_beats_sde)] == ["abl", "why"]  # other runs: two
+
+
 def test_clip_fraction_and_compute_rules():
     def clip(curve, reused=()):
         return {
