@@ -98,6 +98,9 @@ GYM_PROTOCOL = "10 episodes in a vector env, deterministic (ODE / Gaussian mean)
 # smaller, which gives more iterations per env step at this budget.
 _CPU_GYM_GEOMETRY = ("--rollout.num-envs", "32", "--rollout.unroll-length", "64", "--rollout.num-minibatches", "4",
                      "--rollout.epochs", "4")  # fmt: skip
+_CPU_GYM_TASKS = ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Swimmer-v5")
+# Tuned SB3 PPO as a reference column: its own preset and geometry, the suite's evaluation.
+_ZOO_COLUMN = Variant("sb3_ppo:zoo", "ppo", preset="zoo", shared_geometry=False)
 _CPU_GYM_EVAL = ("--eval.interval-steps", "0", "--eval.num-evals", "10")
 _CPU_GYM_PROTOCOL = "10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations"
 """What `_CPU_GYM_EVAL` gives every column of the CPU Gymnasium suites."""
@@ -184,7 +187,7 @@ SUITES: dict[str, Suite] = {
             name="cpu-gym",
             description="Four Gymnasium MuJoCo v5 tasks on a 2-core CPU; each method's Table 2 column with a "
             "smaller rollout geometry, both published forms of FPO and DPPO, and tuned SB3 PPO for reference.",
-            tasks=("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Swimmer-v5"),
+            tasks=_CPU_GYM_TASKS,
             total_steps=1_000_000,
             seeds=(0, 1, 2),
             preset="gym",
@@ -194,7 +197,7 @@ SUITES: dict[str, Suite] = {
                 Variant("fpo", "fpo"),
                 Variant("fpo:flowrl", "fpo", ("--algo.positive-advantages-only",)),
                 *_methods("genpo", "gsb_mdpo"),
-                Variant("sb3_ppo:zoo", "ppo", preset="zoo", shared_geometry=False),
+                _ZOO_COLUMN,
             ),
             args=_CPU_GYM_GEOMETRY,
             eval_args=_CPU_GYM_EVAL,
@@ -287,14 +290,14 @@ SUITES: dict[str, Suite] = {
             "cpu-gym's gradient steps per env step) or the rest of its preset. `sb3_ppo:zoo,cpu-geometry` keeps every zoo "
             "hyperparameter but trains in cpu-gym's geometry and is judged against `sb3_ppo:zoo`; `sb3_ppo:zoo`, "
             "`gaussian_ppo` and `gsb_mdpo` are cpu-gym's runs, judged against `gsb_mdpo`.",
-            tasks=("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Swimmer-v5"),
+            tasks=_CPU_GYM_TASKS,
             total_steps=1_000_000,
             seeds=(0, 1, 2),
             preset="gym",
             variants=(
                 Variant("gsb_mdpo", "gsb_mdpo"),
                 Variant("gaussian_ppo", "gaussian_ppo"),
-                Variant("sb3_ppo:zoo", "ppo", preset="zoo", shared_geometry=False),
+                _ZOO_COLUMN,
                 # The zoo preset spells its geometry as n_steps one-step unrolls; in cpu-gym's 32 envs x 64 steps
                 # one unroll is the whole rollout.
                 Variant(
