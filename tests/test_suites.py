@@ -112,3 +112,50 @@ def test_the_zoo_geometry_suite_states_the_gradient_steps_ratio_its_presets_have
         f"{min(ratios):.0f}-{max(ratios):.0f} times cpu-gym's gradient steps per env step"
         in suite.description
     )
+
+
+def test_the_readmes_account_of_the_zoo_lead_holds_on_the_committed_runs():
+    """README's "What a Stable-Baselines3 user would get instead" states, in words, what the committed
+    cpu-gym and zoo-geometry summaries show; new seeds that overturn a statement fail here, not silently."""
+    gym, geometry = (
+        json.loads((RESULTS / f"{s}.json").read_text()) for s in ("cpu-gym", "zoo-geometry-cpu-gym")
+    )
+    paper = [c for c, col in gym["tasks"]["Hopper-v5"].items() if not col["reference"]]
+
+    def mean(summary, task, column):
+        return summary["tasks"][task][column]["final_mean"]
+
+    for task in ("HalfCheetah-v5", "Swimmer-v5"):  # "far ahead of every paper column" there ...
+        assert mean(gym, task, "sb3_ppo:zoo") > max(
+            mean(gym, task, c) for c in paper if c in gym["tasks"][task]
+        )
+        # ... and in cpu-gym's geometry "among the paper columns, below GSB-MDPO's mean"
+        moved = mean(geometry, task, "sb3_ppo:zoo,cpu-geometry")
+        assert min(mean(gym, task, c) for c in paper if c in gym["tasks"][task]) < moved
+        assert moved < mean(gym, task, "gsb_mdpo")
+    for task in ("Hopper-v5", "Walker2d-v5"):  # "no such lead" ...
+        assert mean(gym, task, "sb3_ppo:zoo") < max(
+            mean(gym, task, c) for c in paper if c in gym["tasks"][task]
+        )
+        # ... and in cpu-gym's geometry "far below the paper's Gaussian PPO column"
+        assert mean(geometry, task, "sb3_ppo:zoo,cpu-geometry") < 0.5 * mean(gym, task, "gaussian_ppo")
+
+    # Standing still for a whole 1000-step Hopper episode earns 1 per step for staying healthy, less the
+    # control cost; any forward progress would add to it.
+    def stand_still(column, summary):
+        return [950 < r < 1010 for r in summary["tasks"]["Hopper-v5"][column]["final_per_seed"]]
+
+    assert sorted(stand_still("sb3_ppo:zoo", gym)) == [False, True, True]  # "two of its three runs"
+    assert all(stand_still("sb3_ppo:zoo,cpu-geometry", geometry))  # "every Hopper-v5 run stands still"
+    aggregate = geometry["aggregate_iqm"]["columns"]
+    assert aggregate["sb3_ppo:zoo,cpu-geometry"]["iqm"] < min(
+        aggregate[c]["iqm"] for c in ("gsb_mdpo", "gaussian_ppo")
+    )
+    readme = " ".join((RESULTS.parents[1] / "README.md").read_text().split())
+    for words in (
+        "two of its three runs learn to stand still",
+        "far below the paper's Gaussian PPO column",
+        "every Hopper-v5 run stands still",
+        "its aggregate IQM falls below GSB-MDPO's and Gaussian PPO's",
+    ):
+        assert words in readme
