@@ -159,3 +159,13 @@ def test_the_readmes_account_of_the_zoo_lead_holds_on_the_committed_runs():
         "its aggregate IQM falls below GSB-MDPO's and Gaussian PPO's",
     ):
         assert words in readme
+
+
+def test_cpu_gym_runs_of_every_paper_method_but_genpo_fit_the_budget_its_note_states():
+    summary = json.loads((RESULTS / "cpu-gym.json").read_text())
+    assert "takes <= 30 min on 2 cores" in summary["budget_note"]
+    for task, columns in summary["tasks"].items():
+        for name, column in columns.items():
+            minutes = column["wall_s_min_by_hardware"]["AMD EPYC, 2 cores, GPU none"] / 60
+            if not column["reference"] and not name.startswith("genpo"):
+                assert minutes <= 30, (task, name, minutes)

@@ -208,7 +208,8 @@ SUITES: dict[str, Suite] = {
             "`fpo:flowrl` FlowRL's positive-advantages-only form; `dppo` clamps each action dimension's "
             "log-density before averaging (official DPPO), `dppo:clamp-mean` clamps the average; `sb3_ppo:zoo` is "
             "Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
-            "column, not a paper method)",
+            "column, not a paper method, and outside that sizing: its one-env geometry's many small updates cost "
+            "more per env step, so its slowest task takes longer)",
         ),
         Suite(
             name="cpu-playground",
