@@ -125,18 +125,17 @@ def test_the_readmes_account_of_the_zoo_lead_holds_on_the_committed_runs():
     def mean(summary, task, column):
         return summary["tasks"][task][column]["final_mean"]
 
+    def paper_means(task):
+        return [mean(gym, task, c) for c in paper if c in gym["tasks"][task]]
+
     for task in ("HalfCheetah-v5", "Swimmer-v5"):  # "far ahead of every paper column" there ...
-        assert mean(gym, task, "sb3_ppo:zoo") > max(
-            mean(gym, task, c) for c in paper if c in gym["tasks"][task]
-        )
+        assert mean(gym, task, "sb3_ppo:zoo") > max(paper_means(task))
         # ... and in cpu-gym's geometry "among the paper columns, below GSB-MDPO's mean"
         moved = mean(geometry, task, "sb3_ppo:zoo,cpu-geometry")
-        assert min(mean(gym, task, c) for c in paper if c in gym["tasks"][task]) < moved
+        assert min(paper_means(task)) < moved
         assert moved < mean(gym, task, "gsb_mdpo")
     for task in ("Hopper-v5", "Walker2d-v5"):  # "no such lead" ...
-        assert mean(gym, task, "sb3_ppo:zoo") < max(
-            mean(gym, task, c) for c in paper if c in gym["tasks"][task]
-        )
+        assert mean(gym, task, "sb3_ppo:zoo") < max(paper_means(task))
         # ... and in cpu-gym's geometry "far below the paper's Gaussian PPO column"
         assert mean(geometry, task, "sb3_ppo:zoo,cpu-geometry") < 0.5 * mean(gym, task, "gaussian_ppo")
 
