@@ -12,6 +12,7 @@ import pytest
 
 from gsbpolicy.cli import CommandError
 from trainers._core.lifecycle import DIVERGED_FILE
+from trainers._core.runlog import git_commit
 from trainers.benchmark import aggregate, compare, stats
 from trainers.benchmark import runner as benchmark
 from trainers.benchmark.suites import SUITES, Suite, Variant
@@ -147,16 +148,21 @@ def test_a_run_records_other_trainers_sharing_the_machine(tmp_path, monkeypatch)
     assert aggregate.shared_machine(record) and not aggregate.shared_machine({**record, "cost": alone})
 
 
-def test_interrupted_run_needs_resume(tiny_suite, tmp_path):
+@pytest.mark.parametrize("left", ["metrics.jsonl", "run.json"])
+def test_interrupted_run_needs_resume(tiny_suite, tmp_path, capsys, left):
+    # A run killed before its first metrics line leaves only run.json, which the trainer counts as a run:
+    # the runner must resume it too, not start it fresh (the trainer refuses that).
     args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(1,), runs_dir=tmp_path / "runs",
                                results_dir=tmp_path / "results", dry_run=True)  # fmt: skip
     directory = benchmark.run_dir(args, tiny_suite, "InvertedPendulum-v5", tiny_suite.variants[0], 1)
     directory.mkdir(parents=True)
-    (directory / "metrics.jsonl").write_text("")
+    (directory / left).write_text("")
     with pytest.raises(CommandError, match="--resume"):
         benchmark.run_suite(args)
     resumed = benchmark.BenchArgs(**{**vars(args), "resume": True})
+    capsys.readouterr()
     assert benchmark.run_suite(resumed) == 0  # dry run: prints the --resume command
+    assert capsys.readouterr().out.rstrip().endswith("--resume")
 
 
 def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp_path, monkeypatch, capsys):
@@ -516,3 +522,24 @@ def test_suites_are_consistent():
     assert SUITES["paper-playground"].total_steps == 60_000_000 and len(SUITES["paper-playground"].tasks) == 8
     assert SUITES["paper-gym"].total_steps == 40_000_000 and len(SUITES["paper-gym"].seeds) == 5
     assert np.all([s.startswith("--") for s in SUITES["cpu-gym"].args[::2]])
+
+
+def test_published_results_do_not_make_the_next_run_dirty(tmp_path):
+    # `--publish` rewrites the results, the cards' tables and the README after every run of a suite; only a
+    # change to code may mark the runs after it as dirty.
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)  # fmt: skip
+
+    for name in ("README.md", "hub_cards/results/suite.md", "trainers/algo.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("one\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "start")
+    assert git_commit(tmp_path)["dirty"] is False
+    (tmp_path / "README.md").write_text("two\n")
+    (tmp_path / "hub_cards/results/suite.md").write_text("two\n")
+    assert git_commit(tmp_path)["dirty"] is False
+    (tmp_path / "trainers/algo.py").write_text("two\n")
+    assert git_commit(tmp_path)["dirty"] is True

@@ -69,7 +69,8 @@ class RunLock:
             self._file.close()
 
 
-def _has_run(run_dir: Path) -> bool:
+def holds_run(run_dir: Path) -> bool:
+    """The folder holds a run `--resume` can continue (its run.json, or a checkpoint), finished or not."""
     return (run_dir / RUN_JSON).is_file() or find_checkpoint(run_dir / "checkpoint") is not None
 
 
@@ -84,7 +85,7 @@ def open_run_folder(run_dir: Path, algo: str, args, writer: bool = True) -> RunL
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"--output-dir {run_dir} is a file, not a folder")
-    if args.resume and not _has_run(run_dir):
+    if args.resume and not holds_run(run_dir):
         what = "holds no run.json and no checkpoint" if run_dir.is_dir() else "does not exist"
         raise RunFolderError(f"--resume: {run_dir} {what}; there is nothing to resume")
     lock = None
@@ -97,7 +98,7 @@ def open_run_folder(run_dir: Path, algo: str, args, writer: bool = True) -> RunL
     try:
         if args.resume:
             _check_resumable(run_dir, algo, args)
-        elif _has_run(run_dir) or (run_dir / "metrics.jsonl").exists():
+        elif holds_run(run_dir) or (run_dir / "metrics.jsonl").exists():
             if (run_dir / "policy").is_dir():
                 raise RunFolderError(f"{run_dir} already holds a finished run; choose another --output-dir")
             raise RunFolderError(

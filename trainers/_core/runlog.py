@@ -36,9 +36,17 @@ def read_jsonl(path: Path, error: type[Exception] = ValueError) -> list[dict]:
     return records
 
 
-def git_commit() -> dict:
-    """The source tree's commit and whether it had uncommitted changes (None outside a git checkout)."""
-    root = Path(__file__).resolve().parents[2]
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+
+NOT_CODE = (":(exclude)hub_cards/results", ":(exclude)README.md")
+"""What `dirty` ignores: the committed results and the README. No trainer reads them, and a suite's
+`--publish` rewrites them after every run, so counting them would mark every later run of that suite dirty
+though the code it ran is exactly the commit's."""
+
+
+def git_commit(root: Path = SOURCE_ROOT) -> dict:
+    """The source tree's commit and whether its code had uncommitted changes (None outside a git checkout);
+    changes to `NOT_CODE` do not count."""
 
     def git(*args):
         out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
@@ -47,7 +55,9 @@ def git_commit() -> dict:
     commit = git("rev-parse", "HEAD")
     return {
         "commit": commit,
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None,
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE))
+        if commit
+        else None,
     }
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from gsbpolicy.cli import CommandError
 
+from .._core.rundir import holds_run
+
 PRETRAINED = "{pretrained}"
 """Placeholder in a variant's arguments for the path of its seed's behaviour-cloned policy folder."""
 
@@ -61,10 +63,6 @@ def _finished(run: Path) -> bool:
     return (run / "policy" / "results.json").exists()
 
 
-def _started(run: Path) -> bool:
-    return (run / "run.json").exists()
-
-
 def _step(name: str, cmd: list[str], log: Path) -> None:
     print(f"    pretraining: {name}: {' '.join(cmd[1:])}", flush=True)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +76,7 @@ def _train(name: str, cmd: list[str], run: Path) -> None:
     if not _finished(run):
         _step(
             name,
-            [*cmd, "--output-dir", str(run), *(["--resume"] if _started(run) else [])],
+            [*cmd, "--output-dir", str(run), *(["--resume"] if holds_run(run) else [])],
             run.parent / f"{run.name}.log",
         )
 
