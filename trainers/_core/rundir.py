@@ -74,6 +74,11 @@ def holds_run(run_dir: Path) -> bool:
     return (run_dir / RUN_JSON).is_file() or find_checkpoint(run_dir / "checkpoint") is not None
 
 
+def holds_started_run(run_dir: Path) -> bool:
+    """Something a fresh run must not overwrite: a run `--resume` can continue, or a metrics log alone."""
+    return holds_run(run_dir) or (run_dir / "metrics.jsonl").exists()
+
+
 def open_run_folder(run_dir: Path, algo: str, args, writer: bool = True) -> RunLock | None:
     """Check that `run_dir` can take this run and, for the writer, create it and lock it.
 
@@ -98,7 +103,7 @@ def open_run_folder(run_dir: Path, algo: str, args, writer: bool = True) -> RunL
     try:
         if args.resume:
             _check_resumable(run_dir, algo, args)
-        elif holds_run(run_dir) or (run_dir / "metrics.jsonl").exists():
+        elif holds_started_run(run_dir):
             if (run_dir / "policy").is_dir():
                 raise RunFolderError(f"{run_dir} already holds a finished run; choose another --output-dir")
             raise RunFolderError(

@@ -33,7 +33,7 @@ from gsbpolicy.files import atomic_write_text
 
 from .._core.cli import tyro_cli
 from .._core.lifecycle import DIVERGED_FILE
-from .._core.rundir import holds_run
+from .._core.rundir import holds_started_run
 from .._core.runlog import read_jsonl as read_ledger
 from . import pretraining
 from .aggregate import RESULTS_DIR as COMMITTED
@@ -472,9 +472,8 @@ def _commands(args: BenchArgs, suite: Suite, todo: list, ledger: Path, results_d
                 append_ledger(ledger, record)
             continue
         finished = (directory / "policy" / "results.json").exists()
-        # The trainer's own test (run.json or a checkpoint), so a run killed before its first checkpoint,
-        # or even before its first metrics line, is resumed rather than refused as a fresh run would be.
-        started = holds_run(directory) or (directory / "metrics.jsonl").exists()
+        # The trainer's own test, so a run killed before its first metrics line (run.json alone) is resumed.
+        started = holds_started_run(directory)
         if started and not finished and not args.resume:
             raise CommandError(f"{directory} holds an interrupted run; pass --resume to continue it")
         cmd = command(suite, task, variant, seed, directory, resume=started and not finished)

@@ -51,8 +51,8 @@ The other measurements (a single cell means beta = 0.5 with quadrant I preferred
   the four cells above, neither a smaller rate with more updates (lr 0.005, 300 updates), a wider
   network (256) nor cheaper late steps (sigma_min 1.0) moved the mean L1 by more than 0.015; four times
   larger minibatches (1024 paths) helped most (0.126 against 0.146) at about twice the time per run (116 s
-  against 63 s over the sweep), but over the whole sweep (36 runs) they give 0.108 against 0.109: the four-cell gain was seed noise. With a
-  narrower network (width 64, minibatch 1024, about the cost of the defaults) the four cells give 0.141.
+  against 63 s over the sweep), but over the whole sweep (36 runs) they give 0.108 against 0.109: the
+  four-cell gain was seed noise. With a narrower network (width 64, minibatch 1024, about the cost of the defaults) the four cells give 0.141.
 The defaults (K = 8 iterations of 150 updates on 256-path minibatches) were measured over the whole
 sweep; the earlier ones (K = 2 iterations of 300 updates on 4096-path minibatches) gave 0.089 at the
 paper's setting but cost about 7 times as much per run, too much to sweep on a shared CPU, and a K = 2
