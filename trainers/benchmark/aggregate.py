@@ -31,6 +31,8 @@ RESULTS_DIR = Path(__file__).parents[2] / "hub_cards" / "results"
 README = Path(__file__).parents[2] / "README.md"
 ALGORITHMS_FILE = "algorithms.json"
 """The registry as the model cards read it (hub_cards imports nothing from trainers)."""
+PROBE_FILE = "exploration_probe.json"
+"""`trainers.experiments.exploration_probe`'s results by env, quoted beside the tasks no run ever left."""
 
 
 def _read_ledger(path: Path) -> list[dict]:
@@ -197,8 +199,9 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
     return {"tasks": usable, "normalised_by": {t: best[t] for t in usable}, "columns": per_column}
 
 
-def summarize(suite_name: str, records: list[dict]) -> dict:
-    """The `<suite>.json` summary (schema in hub_cards/results/README.md)."""
+def summarize(suite_name: str, records: list[dict], probes: dict[str, dict] | None = None) -> dict:
+    """The `<suite>.json` summary (schema in hub_cards/results/README.md); `probes` are the exploration
+    probe's entries by env (`PROBE_FILE`), kept for the tasks the suite ran."""
     if suite_name not in SUITES:
         raise ValueError(
             f"{suite_name}.runs.jsonl: trainers/benchmark/suites.py defines no suite {suite_name!r}"
@@ -250,6 +253,7 @@ def summarize(suite_name: str, records: list[dict]) -> dict:
         },
         "tasks": tasks,
         "aggregate_iqm": _aggregate_iqm(tasks) if with_statistics else None,
+        "exploration_probe": {task: entry for task, entry in (probes or {}).items() if task in tasks},
     }
 
 
@@ -410,8 +414,24 @@ def _constant_lines(summary: dict) -> list[str]:
     if not flat:
         return []
     tasks = ", ".join(f"{task} ({value:g})" for task, value in flat.items())
+    probed = summary["exploration_probe"]
+    probes = [_probe_sentence(probed[task]) for task in flat if task in probed]
     return ["", f"Every evaluation of every run, deterministic and stochastic, returned the same value on: {tasks}. "
-            "No method left its starting return there, so at this budget the task cannot rank the methods."]  # fmt: skip
+            "No method left its starting return there, so at this budget the task cannot rank the methods.", *probes]  # fmt: skip
+
+
+def _probe_sentence(entry: dict) -> str:
+    """What the exploration probe found on a task no run left: is its reward reachable at all?"""
+    rnd, swing = entry["random"], entry["swing"]
+    best = swing["best"]
+    return (
+        f"On {entry['env']}, the exploration probe (`python -m trainers.experiments.exploration_probe --env "
+        f"{entry['env']}`, `{PROBE_FILE}`) drives the same env: {rnd['episodes']} episodes of i.i.d. uniform "
+        f"random actions scored {rnd['mean']:g} on average ({rnd['rewarded_episodes']} with any reward), while "
+        f"{swing['rewarded_episodes']} of {swing['episodes']} open-loop periodic swings scored, the best "
+        f"{best['return']:g} at {best['frequency_hz']:g} Hz. So the reward is reachable through this env: the "
+        "runs' zeros are an exploration failure at this budget, not an unreachable reward."
+    )
 
 
 def _hardware_labels(summary: dict) -> list[str]:
@@ -612,10 +632,21 @@ def ledger_suites(results_dir: Path) -> list[str]:
     return sorted(p.name.removesuffix(".runs.jsonl") for p in results_dir.glob("*.runs.jsonl"))
 
 
+def _probes(results_dir: Path) -> dict[str, dict]:
+    path = results_dir / PROBE_FILE
+    try:
+        return json.loads(path.read_text()) if path.exists() else {}
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{path} is not valid JSON ({err}); rerun trainers.experiments.exploration_probe"
+        ) from None
+
+
 def summaries(results_dir: Path, suites: list[str] | None = None) -> dict[str, dict]:
     """The summaries of `suites` (default: every ledger's), by suite name."""
     names = ledger_suites(results_dir) if suites is None else suites
-    return {s: summarize(s, _read_ledger(results_dir / f"{s}.runs.jsonl")) for s in names}
+    probes = _probes(results_dir)
+    return {s: summarize(s, _read_ledger(results_dir / f"{s}.runs.jsonl"), probes) for s in names}
 
 
 def suite_files(summary: dict, results_dir: Path) -> dict[Path, bytes]:
