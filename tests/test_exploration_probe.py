@@ -71,7 +71,7 @@ def _entry(env):
                       "best": {"frequency_hz": 2.0, "phase": 3.14, "return": 723.0}}}  # fmt: skip
 
 
-def test_the_summaries_quote_the_probe_beside_a_task_no_run_left(tmp_path):
+def test_the_summaries_quote_the_probe_for_the_tasks_the_suite_ran(tmp_path):
     ledger = {"suite": "cpu-playground", "task": "BallInCup", "variant": "gsb_mdpo", "method": "gsb_mdpo",
               "seed": 0, "final": {"mean": 0.0, "std": 0.0, "n_episodes": 32, "deterministic": True,
                                    "env_steps": 300},
@@ -85,6 +85,15 @@ def test_the_summaries_quote_the_probe_beside_a_task_no_run_left(tmp_path):
     table = aggregate.markdown(summary)
     assert ("32 episodes of i.i.d. uniform random actions scored 0 on average (0 with any reward), while 8 of 32 "
             "open-loop periodic swings scored, the best 723 at 2 Hz") in table  # fmt: skip
+    # It stays when a run leaves 0: the runs that did not are the ones it explains.
+    moved = {
+        **ledger,
+        "seed": 1,
+        "curve": {"env_steps": [300], "deterministic": [899.0], "stochastic": [880.0]},
+    }
+    (tmp_path / "cpu-playground.runs.jsonl").write_text(json.dumps(ledger) + "\n" + json.dumps(moved) + "\n")
+    table = aggregate.markdown(aggregate.summaries(tmp_path)["cpu-playground"])
+    assert "returned the same value" not in table and "open-loop periodic swings scored" in table
     # A damaged probe file is named, not a traceback.
     (tmp_path / aggregate.PROBE_FILE).write_text("{")
     with pytest.raises(ValueError, match="exploration_probe.json is not valid JSON"):

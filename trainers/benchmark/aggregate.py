@@ -32,7 +32,7 @@ README = Path(__file__).parents[2] / "README.md"
 ALGORITHMS_FILE = "algorithms.json"
 """The registry as the model cards read it (hub_cards imports nothing from trainers)."""
 PROBE_FILE = "exploration_probe.json"
-"""`trainers.experiments.exploration_probe`'s results by env, quoted beside the tasks no run ever left."""
+"""`trainers.experiments.exploration_probe`'s results by env, quoted under the tables of the suites that ran them."""
 
 
 def _read_ledger(path: Path) -> list[dict]:
@@ -352,6 +352,7 @@ def markdown(summary: dict) -> str:
         ]
     lines += _aggregate_lines(summary)
     lines += _constant_lines(summary)
+    lines += _probe_lines(summary)
     lines += _diverged_lines(summary)
     lines += _fastest_lines(summary, variants)
     shared = [f"{v} on {task} from {', '.join(e['reused_from'])}" for task, entries in summary["tasks"].items()
@@ -414,24 +415,26 @@ def _constant_lines(summary: dict) -> list[str]:
     if not flat:
         return []
     tasks = ", ".join(f"{task} ({value:g})" for task, value in flat.items())
-    probed = summary["exploration_probe"]
-    probes = [_probe_sentence(probed[task]) for task in flat if task in probed]
     return ["", f"Every evaluation of every run, deterministic and stochastic, returned the same value on: {tasks}. "
-            "No method left its starting return there, so at this budget the task cannot rank the methods.", *probes]  # fmt: skip
+            "No method left its starting return there, so at this budget the task cannot rank the methods."]  # fmt: skip
 
 
-def _probe_sentence(entry: dict) -> str:
-    """What the exploration probe found on a task no run left: is its reward reachable at all?"""
-    rnd, swing = entry["random"], entry["swing"]
-    best = swing["best"]
-    return (
-        f"On {entry['env']}, the exploration probe (`python -m trainers.experiments.exploration_probe --env "
-        f"{entry['env']}`, `{PROBE_FILE}`) drives the same env: {rnd['episodes']} episodes of i.i.d. uniform "
-        f"random actions scored {rnd['mean']:g} on average ({rnd['rewarded_episodes']} with any reward), while "
-        f"{swing['rewarded_episodes']} of {swing['episodes']} open-loop periodic swings scored, the best "
-        f"{best['return']:g} at {best['frequency_hz']:g} Hz. So the reward is reachable through this env: the "
-        "runs' zeros are an exploration failure at this budget, not an unreachable reward."
-    )
+def _probe_lines(summary: dict) -> list[str]:
+    """What the exploration probe found on each probed task: is its reward reachable at all, and does
+    undirected exploration find it?"""
+    lines = []
+    for entry in summary["exploration_probe"].values():
+        rnd, swing = entry["random"], entry["swing"]
+        best = swing["best"]
+        lines += ["", (
+            f"On {entry['env']}, the exploration probe (`python -m trainers.experiments.exploration_probe --env "
+            f"{entry['env']}`, `{PROBE_FILE}`) drives the same env: {rnd['episodes']} episodes of i.i.d. uniform "
+            f"random actions scored {rnd['mean']:g} on average ({rnd['rewarded_episodes']} with any reward), while "
+            f"{swing['rewarded_episodes']} of {swing['episodes']} open-loop periodic swings scored, the best "
+            f"{best['return']:g} at {best['frequency_hz']:g} Hz. So the reward is reachable through this env; a run "
+            "that stays at 0 there has not found it, which at this budget is a failure to explore, not an "
+            "unreachable reward.")]  # fmt: skip
+    return lines
 
 
 def _hardware_labels(summary: dict) -> list[str]:

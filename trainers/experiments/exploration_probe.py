@@ -18,7 +18,7 @@ exploration failure at the budget.
     python -m trainers.experiments.exploration_probe [--env BallInCup]
 
 Prints both families' returns and writes them to hub_cards/results/exploration_probe.json (one entry per
-env; a rerun replaces its env's entry). The benchmark summaries quote it beside a task no run ever left.
+env; a rerun replaces its env's entry). The benchmark tables of every suite that ran the task quote it.
 """
 
 import dataclasses
