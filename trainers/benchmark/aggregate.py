@@ -635,20 +635,29 @@ def ledger_suites(results_dir: Path) -> list[str]:
     return sorted(p.name.removesuffix(".runs.jsonl") for p in results_dir.glob("*.runs.jsonl"))
 
 
-def _probes(results_dir: Path) -> dict[str, dict]:
-    path = results_dir / PROBE_FILE
+def read_probes(path: Path) -> dict[str, dict]:
+    """The exploration probe's entries by env in `path` ({} when there is none yet).
+
+    Raises:
+        ValueError: naming the file, when it is not valid JSON or not an object.
+    """
+    if not path.exists():
+        return {}
     try:
-        return json.loads(path.read_text()) if path.exists() else {}
+        entries = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(
-            f"{path} is not valid JSON ({err}); rerun trainers.experiments.exploration_probe"
+            f"{path} is not valid JSON ({err}); move it away and rerun trainers.experiments.exploration_probe"
         ) from None
+    if not isinstance(entries, dict):
+        raise ValueError(f"{path} holds {type(entries).__name__}, not the probe's entries by env")
+    return entries
 
 
 def summaries(results_dir: Path, suites: list[str] | None = None) -> dict[str, dict]:
     """The summaries of `suites` (default: every ledger's), by suite name."""
     names = ledger_suites(results_dir) if suites is None else suites
-    probes = _probes(results_dir)
+    probes = read_probes(results_dir / PROBE_FILE)
     return {s: summarize(s, _read_ledger(results_dir / f"{s}.runs.jsonl"), probes) for s in names}
 
 

@@ -36,7 +36,7 @@ from gsbpolicy.files import atomic_write_text
 from trainers import presets
 from trainers._core.cli import fail, tyro_cli
 from trainers._core.envs.playground_env import PlaygroundEnv
-from trainers.benchmark.aggregate import PROBE_FILE, RESULTS_DIR
+from trainers.benchmark.aggregate import PROBE_FILE, RESULTS_DIR, read_probes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,26 +138,12 @@ def probe(args: Args) -> dict:
     }
 
 
-def read_entries(path: Path | None) -> dict[str, dict]:
-    """The probe file's entries by env ({} when there is none yet), read before the probe runs so that a
-    damaged file stops it at once and is left as it was."""
-    if path is None or not path.exists():
-        return {}
-    try:
-        entries = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); move it away and rerun") from None
-    if not isinstance(entries, dict):
-        raise ValueError(f"{path} holds {type(entries).__name__}, not the probe's entries by env")
-    return entries
-
-
 def main(argv=None) -> None:
     args = tyro_cli(
         Args, args=argv, description=__doc__, prog="python -m trainers.experiments.exploration_probe"
     )
     try:
-        entries = read_entries(args.out)
+        entries = {} if args.out is None else read_probes(args.out)
     except (ValueError, OSError) as err:
         fail(str(err), FAILURE)
     start = time.perf_counter()
