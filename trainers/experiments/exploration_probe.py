@@ -1,8 +1,8 @@
 """Is a task's reward out of reach, or only out of the way? A probe of one Playground task through the
 trainers' own env (`PlaygroundEnv`: MJX impl="jax", the Playground preset's time limit and action repeat).
 
-Why: on BallInCup every cpu-playground run of every method returns exactly 0 at every evaluation, so at 3M
-env steps the task cannot rank the methods. Two causes would read the same in the tables: a reward that no
+Why: on BallInCup most cpu-playground runs return exactly 0 at every evaluation of their 3M env steps (the
+first runs of every method all did). Two causes would read the same in the tables: a reward that no
 policy reaches through this env (a bug in the env path), or one that the training runs never stumble on
 (every method here draws each action with fresh noise, so it explores like a random policy until the first
 reward arrives). The probe tells them apart with two policy families:
