@@ -401,6 +401,9 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
     assert "P(gsb_mdpo > column)" in table and "| 1.00 [1.00, 1.00] better (rank test p = 0.10) |" in table
     assert "Aggregate IQM over Hopper-v5, HalfCheetah-v5, on normalised returns" in table
     assert "(not yet run on every task: genpo)." in table
+    assert "no run yet" not in table
+    only_hopper = aggregate.markdown(aggregate.summarize("two", _runs("gsb_mdpo", [10.0, 11.0], "Hopper-v5")))
+    assert "Tasks of this suite with no run yet (not in the tables above): HalfCheetah-v5." in only_hopper
 
 
 def test_a_reference_column_is_scored_on_the_paper_columns_scale_without_setting_it(monkeypatch):

@@ -246,6 +246,7 @@ def summarize(suite_name: str, records: list[dict], probes: dict[str, dict] | No
         "commits": sorted({r["git"]["commit"] for r in records if r["git"].get("commit")}),
         "num_runs": len(records),
         "planned_columns": [{"name": v.name, "reference": v.reference} for v in suite.variants],
+        "planned_tasks": list(suite.tasks),
         "statistics": {
             "confidence": stats.CONFIDENCE,
             "bootstrap_reps": stats.BOOTSTRAP_REPS,
@@ -351,6 +352,7 @@ def markdown(summary: dict) -> str:
             *_rows(summary, variants, _comparison_cell),
         ]
     lines += _aggregate_lines(summary)
+    lines += _unrun_task_lines(summary)
     lines += _constant_lines(summary)
     lines += _probe_lines(summary)
     lines += _diverged_lines(summary)
@@ -405,6 +407,15 @@ def _aggregate_lines(summary: dict) -> list[str]:
         f"stratified-bootstrap interval; each column with the seeds it ran on every task: {'; '.join(parts)}"
         + (f" (not yet run on every task: {', '.join(missing)})." if missing else "."),
     ]
+
+
+def _unrun_task_lines(summary: dict) -> list[str]:
+    # A task added to a suite shows up in the tables only with its first run; until then say it is planned,
+    # so that a reader does not take the tables for the whole suite.
+    unrun = [t for t in summary.get("planned_tasks", []) if t not in summary["tasks"]]
+    if not unrun:
+        return []
+    return ["", f"Tasks of this suite with no run yet (not in the tables above): {', '.join(unrun)}."]
 
 
 def _constant_lines(summary: dict) -> list[str]:

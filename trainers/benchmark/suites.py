@@ -213,9 +213,13 @@ SUITES: dict[str, Suite] = {
         ),
         Suite(
             name="cpu-playground",
-            description="Four MuJoCo Playground tasks on a 2-core CPU (two where the paper claims clear gains: "
-            "FingerSpin and BallInCup); each method's Table 1 column with a smaller rollout geometry.",
-            tasks=("CartpoleSwingup", "ReacherEasy", "FingerSpin", "BallInCup"),
+            description="Five MuJoCo Playground tasks on a 2-core CPU (three of the four where the paper claims "
+            "clear gains: FingerSpin, BallInCup and FingerTurnEasy); each method's Table 1 column with a smaller "
+            "rollout geometry.",
+            # FingerTurnHard, the fourth, is left to the GPU suite: it is FingerTurnEasy's model and sparse reward
+            # (1 only while the tip is inside the target) with a smaller target (radius 0.03 against 0.07), so it
+            # would cost as many CPU hours for a rarer signal.
+            tasks=("CartpoleSwingup", "ReacherEasy", "FingerSpin", "BallInCup", "FingerTurnEasy"),
             total_steps=3_000_000,
             seeds=(0, 1, 2),
             preset="playground",
