@@ -174,16 +174,25 @@ def _scale_setters(entries: dict[str, dict]) -> list[dict]:
     return [e for e in entries.values() if not e.get("reference")] or list(entries.values())
 
 
+FEW_COLUMNS = "run by half of the paper columns or fewer so far"
+
+
 def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
     """IQM over a suite's tasks of normalised final returns (each divided by the best mean of a paper column
     on its task, so 1.0 is the best paper column there), per column, with its stratified-bootstrap interval.
     A reference column is scored on the same scale, so it can exceed 1; it does not set the scale, so adding
-    one leaves the paper columns' scores as they were. A column enters with the seeds it has on every task
-    (the bootstrap resamples seeds within each task) and only if it ran every task; tasks whose best mean is
-    not positive cannot be normalised this way and are left out. None for single-task suites, where it would
-    repeat the per-task IQM."""
+    one leaves the paper columns' scores as they were. A task enters once more than half of the paper columns
+    that ran in the suite have run it: a task being filled in (one just added) would otherwise drop every
+    column but the first to run it, or set its scale from that column alone, while a column that skipped a
+    task most others ran is the one to leave out. Tasks whose best mean is not positive cannot be normalised
+    this way and are left out too (`left_out` names both kinds with the reason). A column enters with the
+    seeds it has on every task (the bootstrap resamples seeds within each task) and only if it ran every task.
+    None when fewer than 2 tasks are left: a single task would repeat the per-task IQM."""
+    paper = {v for entries in tasks.values() for v, e in entries.items() if not e.get("reference")}
     best = {t: max(e["final_mean"] for e in _scale_setters(entries)) for t, entries in tasks.items()}
-    usable = [t for t in tasks if best[t] > 0]
+    left_out = {t: FEW_COLUMNS for t, entries in tasks.items() if 2 * len(paper & set(entries)) <= len(paper)}
+    left_out |= {t: "no positive mean" for t in tasks if t not in left_out and best[t] <= 0}
+    usable = [t for t in tasks if t not in left_out]
     if len(usable) < 2:
         return None
     per_column = {}
@@ -196,7 +205,8 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
         matrix = [[dict(zip(tasks[t][variant]["seeds"], tasks[t][variant]["final_per_seed"], strict=True))[s]
                    / best[t] for t in usable] for s in seeds]  # fmt: skip
         per_column[variant] = {**stats.iqm_interval(matrix), "seeds": seeds}
-    return {"tasks": usable, "normalised_by": {t: best[t] for t in usable}, "columns": per_column}
+    return {"tasks": usable, "left_out": left_out, "normalised_by": {t: best[t] for t in usable},
+            "columns": per_column}  # fmt: skip
 
 
 def summarize(suite_name: str, records: list[dict], probes: dict[str, dict] | None = None) -> dict:
@@ -406,7 +416,9 @@ def _aggregate_lines(summary: dict) -> list[str]:
         f"divided by {scale}), with its 95% "
         f"stratified-bootstrap interval; each column with the seeds it ran on every task: {'; '.join(parts)}"
         + (f" (not yet run on every task: {', '.join(missing)})." if missing else "."),
-    ]
+        *([f"Left out of the aggregate: {'; '.join(f'{t} ({why})' for t, why in agg['left_out'].items())}."]
+          if agg.get("left_out") else []),
+    ]  # fmt: skip
 
 
 def _unrun_task_lines(summary: dict) -> list[str]:
