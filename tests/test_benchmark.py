@@ -406,25 +406,33 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
     assert "Tasks of this suite with no run yet (not in the tables above): HalfCheetah-v5." in only_hopper
 
 
-def test_a_task_being_filled_in_stays_out_of_the_aggregate_until_most_paper_columns_ran_it(monkeypatch):
+def test_a_task_being_filled_in_stays_out_of_the_aggregate_until_most_columns_ran_its_seeds(monkeypatch):
     suite = Suite(name="three", description="test suite.", tasks=("Hopper-v5", "HalfCheetah-v5", "Swimmer-v5"),
                   total_steps=300, seeds=(0, 1, 2), preset="cpu", variants=_methods("dppo", "gsb_mdpo"))  # fmt: skip
     monkeypatch.setitem(SUITES, "three", suite)
     complete = [*_runs("gsb_mdpo", [10.0, 11.0, 12.0], "Hopper-v5"), *_runs("dppo", [1.0, 2.0, 3.0], "Hopper-v5"),
                 *_runs("gsb_mdpo", [4.0, 5.0, 6.0], "HalfCheetah-v5"), *_runs("dppo", [6.0, 7.0, 8.0], "HalfCheetah-v5")]  # fmt: skip
     before = aggregate.summarize("three", complete)["aggregate_iqm"]
-    # One seed of one column on the new task: without the rule dppo would leave the aggregate and gsb_mdpo
-    # would drop to that one seed.
+    why = aggregate.FEW_COLUMNS.format(seeds=3)
+    # One seed of one column on the new task, then one seed of every column: without the rule dppo would
+    # first leave the aggregate, then every column would drop to that one seed.
     partial = [*complete, *_runs("gsb_mdpo", [30.0], "Swimmer-v5")]
-    agg = aggregate.summarize("three", partial)["aggregate_iqm"]
-    assert agg["tasks"] == ["Hopper-v5", "HalfCheetah-v5"]
-    assert agg["left_out"] == {"Swimmer-v5": aggregate.FEW_COLUMNS}
-    assert agg["columns"] == before["columns"]
-    table = aggregate.markdown(aggregate.summarize("three", partial))
-    assert f"Left out of the aggregate: Swimmer-v5 ({aggregate.FEW_COLUMNS})." in table
-    done = aggregate.summarize("three", [*partial, *_runs("dppo", [3.0], "Swimmer-v5")])["aggregate_iqm"]
-    assert done["tasks"] == ["Hopper-v5", "HalfCheetah-v5", "Swimmer-v5"] and done["left_out"] == {}
-    assert done["columns"]["dppo"]["seeds"] == [0]
+    first_seeds = [*partial, *_runs("dppo", [3.0], "Swimmer-v5")]
+    for records in (partial, first_seeds):
+        agg = aggregate.summarize("three", records)["aggregate_iqm"]
+        assert agg["tasks"] == ["Hopper-v5", "HalfCheetah-v5"]
+        assert agg["left_out"] == {"Swimmer-v5": why}
+        assert agg["columns"] == before["columns"]
+    table = aggregate.markdown(aggregate.summarize("three", first_seeds))
+    assert f"Left out of the aggregate: Swimmer-v5 ({why})." in table
+    swimmer = [*_runs("gsb_mdpo", [30.0, 31.0, 32.0], "Swimmer-v5"), *_runs("dppo", [3.0, 4.0], "Swimmer-v5")]
+    two_dppo_seeds = aggregate.summarize("three", [*complete, *swimmer])["aggregate_iqm"]
+    assert two_dppo_seeds["left_out"] == {"Swimmer-v5": why}
+    third = {**_record("dppo", 2, 5.0, [5.0]), "task": "Swimmer-v5"}
+    done = aggregate.summarize("three", [*complete, *swimmer, third])
+    assert done["aggregate_iqm"]["tasks"] == ["Hopper-v5", "HalfCheetah-v5", "Swimmer-v5"]
+    assert done["aggregate_iqm"]["left_out"] == {}
+    assert done["aggregate_iqm"]["columns"]["dppo"]["seeds"] == [0, 1, 2]
 
 
 def test_a_reference_column_is_scored_on_the_paper_columns_scale_without_setting_it(monkeypatch):

@@ -16,6 +16,7 @@ band per method, one panel per task, as in the paper's figures). From every summ
 import argparse
 import io
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -174,7 +175,15 @@ def _scale_setters(entries: dict[str, dict]) -> list[dict]:
     return [e for e in entries.values() if not e.get("reference")] or list(entries.values())
 
 
-FEW_COLUMNS = "run by half of the paper columns or fewer so far"
+FEW_COLUMNS = "half of the paper columns or fewer have run it with the suite's usual {seeds} seeds so far"
+
+
+def _usual_seed_count(tasks: dict[str, dict], paper: set[str]) -> int:
+    """The seed count of a typical task-column cell of the suite (the lower median over its paper cells): the
+    count a task still being filled in has not reached yet, robust to one cell run with extra seeds."""
+    return statistics.median_low(
+        len(e["seeds"]) for entries in tasks.values() for v, e in entries.items() if v in paper
+    )
 
 
 def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
@@ -182,15 +191,20 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
     on its task, so 1.0 is the best paper column there), per column, with its stratified-bootstrap interval.
     A reference column is scored on the same scale, so it can exceed 1; it does not set the scale, so adding
     one leaves the paper columns' scores as they were. A task enters once more than half of the paper columns
-    that ran in the suite have run it: a task being filled in (one just added) would otherwise drop every
-    column but the first to run it, or set its scale from that column alone, while a column that skipped a
-    task most others ran is the one to leave out. Tasks whose best mean is not positive cannot be normalised
+    that ran in the suite have run it with the suite's usual seed count: a task being filled in (one just
+    added) would otherwise drop every column that has not reached it yet, or cut every column to the seeds it
+    has there so far, or set its scale from one column alone, while a column that skipped a task most others
+    ran is the one to leave out. Tasks whose best mean is not positive cannot be normalised
     this way and are left out too (`left_out` names both kinds with the reason). A column enters with the
     seeds it has on every task (the bootstrap resamples seeds within each task) and only if it ran every task.
     None when fewer than 2 tasks are left: a single task would repeat the per-task IQM."""
     paper = {v for entries in tasks.values() for v, e in entries.items() if not e.get("reference")}
     best = {t: max(e["final_mean"] for e in _scale_setters(entries)) for t, entries in tasks.items()}
-    left_out = {t: FEW_COLUMNS for t, entries in tasks.items() if 2 * len(paper & set(entries)) <= len(paper)}
+    if not paper:
+        return None
+    usual = _usual_seed_count(tasks, paper)
+    left_out = {t: FEW_COLUMNS.format(seeds=usual) for t, entries in tasks.items()
+                if 2 * sum(len(entries[v]["seeds"]) >= usual for v in paper & set(entries)) <= len(paper)}  # fmt: skip
     left_out |= {t: "no positive mean" for t in tasks if t not in left_out and best[t] <= 0}
     usable = [t for t in tasks if t not in left_out]
     if len(usable) < 2:
