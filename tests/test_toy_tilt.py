@@ -33,6 +33,33 @@ def test_a_sharp_tilt_toward_a_non_default_quadrant_moves_mass_toward_its_target
     assert len(result["iterations"]) == args.iterations
 
 
+def test_the_tilt_path_advantage_is_the_preference_on_track_and_corrects_a_shortfall():
+    preference, lam = np.array(PAPER_PREFERENCE), 4.0
+    old = np.array([0.3, 0.2, 0.25, 0.25])
+
+    def on_path(k):
+        masses = old * np.exp(k * preference / lam)
+        return masses / masses.sum()
+
+    advantage = toy_tilt.tilt_path_advantage(preference, lam, old, on_path(2), iteration=2)
+    np.testing.assert_allclose(advantage - advantage.mean(), preference - preference.mean(), atol=1e-12)
+    # Where the earlier iterations fell short (half way to step 2), the aim is still step 3 of the path:
+    # the tilt by exp(advantage / lam) lands on it exactly.
+    behind = on_path(1)
+    advantage = toy_tilt.tilt_path_advantage(preference, lam, old, behind, iteration=2)
+    landed = behind * np.exp(advantage / lam)
+    np.testing.assert_allclose(landed / landed.sum(), on_path(3), atol=1e-12)
+    assert advantage[2] - advantage[0] > preference[2] - preference[0], "the lagging preferred quadrant gains"
+
+
+@pytest.mark.slow
+def test_the_closed_loop_lands_closer_to_the_target_than_the_open_loop():
+    args = dataclasses.replace(TINY, beta=0.5, preference=rotate_preference(PAPER_PREFERENCE, 1))
+    closed = run(args)
+    open_loop = run(dataclasses.replace(args, track_tilt_path=False))
+    assert closed["l1"] < open_loop["l1"], (closed["l1"], open_loop["l1"])
+
+
 def _fake_run(calls):
     """Stands in for `run` (the sweep's bookkeeping needs no training): L1 = beta / 10 + seed / 100."""
 
