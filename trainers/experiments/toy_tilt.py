@@ -308,19 +308,21 @@ def _update(params, static, opt_state, data, minibatch: int, kl_coef, clips: tup
     return eqx.apply_updates(params, updates), opt_state, metrics
 
 
-def tilt_path_advantage(preference, lam: float, old_masses, now, iteration: int) -> np.ndarray:
+def tilt_path_advantage(preference, lam: float, path_start, now, iteration: int) -> np.ndarray:
     """The quadrant-wise advantage whose tilt exp(advantage / lam) takes masses `now` to the point
-    p_old exp((iteration + 1) A / lam) of the tilt path (iteration counts from 0). Up to a constant, which
-    the baseline removes, it is A when `now` is where the earlier iterations aimed (p_old exp(iteration A /
+    path_start exp((iteration + 1) A / lam) of the tilt path (iteration counts from 0). Up to a constant, which
+    the baseline removes, it is A when `now` is where the earlier iterations aimed (path_start exp(iteration A /
     lam)), and it adds lam times the log-mass each quadrant fell short of that."""
-    aim = np.asarray(old_masses) * np.exp((iteration + 1) * np.asarray(preference) / lam)
+    aim = np.asarray(path_start) * np.exp((iteration + 1) * np.asarray(preference) / lam)
     return lam * (np.log(aim / aim.sum()) - np.log(now))
 
 
-def gsb_mdpo_updates(policy: FlowPolicy, args: Args, old_masses: np.ndarray, key, clock: Clock | None = None):
+def gsb_mdpo_updates(policy: FlowPolicy, args: Args, key, clock: Clock | None = None):
     """K GSB-MDPO iterations with a quadrant-wise advantage of the terminal action (no critic needed): the
     paper's A, or with `args.track_tilt_path` the advantage that aims at the next point of the tilt path
-    from the masses the policy has (`old_masses`: those of the old policy, from which the path starts).
+    from the masses the policy has. The path starts from the masses of the policy given, estimated on a
+    sample of its own: not the one the evaluation's target comes from, so that the closed loop is not
+    steered toward that estimate's sampling error.
 
     Returns the updated policy and, per iteration, the quadrant masses of its old paths, the masses it
     aimed at (those masses tilted by exp(advantage / lambda)) and the last update's clip fractions."""
@@ -329,7 +331,7 @@ def gsb_mdpo_updates(policy: FlowPolicy, args: Args, old_masses: np.ndarray, key
     kl_coef = jnp.float32(lam)
     params, static = eqx.partition(policy, eqx.is_inexact_array)
     opt_state = _adam(args.lr).init(params)
-    history = []
+    history, path_start = [], None
     for iteration, iteration_key in enumerate(jax.random.split(key, args.iterations)):
         collect_key, update_key = jax.random.split(iteration_key)
         current = eqx.combine(params, static)
@@ -338,7 +340,8 @@ def gsb_mdpo_updates(policy: FlowPolicy, args: Args, old_masses: np.ndarray, key
             masses_key = jax.random.fold_in(iteration_key, 1)  # the open loop's keys stay as they were
             now = masses(sample_terminal(current, masses_key, args.eval_samples))
             now = np.maximum(now, 1 / args.eval_samples)
-            advantage = tilt_path_advantage(preference, lam, old_masses, now, iteration)
+            path_start = now if path_start is None else path_start
+            advantage = tilt_path_advantage(preference, lam, path_start, now, iteration)
         else:
             advantage = preference
         data = _collect(current, jnp.asarray(advantage, jnp.float32), collect_key, args.paths_per_iteration)
@@ -382,7 +385,7 @@ def run(args: Args, clock: Clock | None = None) -> dict:
     if clock is not None:  # the first iteration also compiles the update: the longest silence otherwise
         print(f"{clock()} mirror descent: {args.iterations} iterations of {args.updates_per_iteration} updates "
               f"on {args.paths_per_iteration} paths each ...", flush=True)  # fmt: skip
-    new, history = gsb_mdpo_updates(old, args, old_masses, update_key, clock)
+    new, history = gsb_mdpo_updates(old, args, update_key, clock)
     new_x = sample_terminal(new, new_key, args.eval_samples)
     learned = masses(new_x)
     result = {
