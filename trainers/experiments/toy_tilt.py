@@ -5,61 +5,43 @@ the exponential tilt p*(x) proportional to p_old(x) exp(A(x) / beta) (Propositio
    to a four-mode Gaussian mixture by discrete Brownian-bridge matching.
 2. A quadrant-wise preference A(x), largest in quadrant III; the target quadrant masses are the old
    policy's (estimated by sampling) times exp(A_q / beta), normalised.
-3. GSB-MDPO updates: K mirror-descent iterations with lambda = K * beta compose to exactly one tilt by
-   exp(A / beta) (P_K proportional to P_0 exp(sum_k A / (K beta))); each iteration samples old paths and
-   takes gradient steps on the clipped path-ratio loss (eqs. 19-20) reusing them.
+3. GSB-MDPO updates: K mirror-descent iterations with lambda = K * beta, whose tilts exp(A / lambda)
+   compose to exactly one tilt by exp(A / beta) (P_K proportional to P_0 exp(sum_k A / (K beta))); each
+   iteration samples old paths and takes gradient steps on the clipped path-ratio loss (eqs. 19-20)
+   reusing them. The update is the paper's; what each iteration is fed as its advantage is the toy's
+   choice (`track_tilt_path`, below).
 
     python -m trainers.experiments.toy_tilt [--beta 0.5] [--preference 1.5 0.5 0 0.5] [--out runs/toy_tilt.png]
     python -m trainers.experiments.toy_tilt --sweep   # beta x preferred quadrant x seed; resumable
 
 Prints the target and learned quadrant masses and their L1 error (the paper reports 0.100). The sweep
 writes hub_cards/results/toy_tilt_sweep.{json,md} from the run log hub_cards/results/raw/toy_tilt_sweep.jsonl;
-each progress line of an iteration shows the masses it starts from and the masses its own tilt
-exp(A / lambda) aims at, so the next line shows how far it got.
+each progress line of an iteration shows the masses it starts from and the masses it aims at, so the next
+line shows how far it got.
 
-What limits sharp tilts (every run is in the sweep's log, and its summary gives each setting's coverage:
-the share of its own tilt an iteration realised; about 0.82 with the defaults, 0.74-0.86 elsewhere):
-- Mostly the policy class, not the optimizer. A drift change only shifts the mean of each Gaussian step
-  (the prior and the step variances are fixed), so it can tilt the law of the paths only by functions
-  linear in each step's noise. `trainers.experiments.toy_reachable` measures, under the old policy, the
-  share of Var(A) such tilts can reach to first order: 0.84-0.86 over three seeds with these settings
-  (0.78 with 8 steps, 0.84 with 32, a noisier estimate, 0.86 after three times the pretraining); the rest is the fixed prior (about 1%) and the
-  part of each step that is nonlinear in its noise, which coarser steps enlarge. An iteration thus
-  realises at most about 0.85 of its tilt whatever its optimizer, and the defaults realise 0.82. Had every
-  iteration realised exactly the reachable share, the sweep's mean L1 would be about 0.08 at every beta
-  and quadrant (toy_tilt_sweep.md computes it from the runs): a learned L1 of 0.05 at the paper's setting
-  needs about 0.91 of each tilt, more than these steps can reach.
-The other measurements (a single cell means beta = 0.5 with quadrant I preferred, seed 0):
-- Each iteration stops short of its own tilt: it covers about 60-90% of the move from its start to its
-  aim, however many updates it takes (K = 4: 150 or 300 updates per iteration give L1 0.181 and 0.184).
-  The shortfall compounds over the iterations, and sharper tilts have more to cover.
-- With K = 2 the sharp tilt also runs into the path clip (2-9% of paths clipped; L1 0.25-0.26). K = 8
-  keeps the clipped fraction near 0 and gives 0.152 (K = 4: 0.181, K = 16 with 75 updates each: 0.201).
-- Clipping cannot be dropped: with c_path = 3 the sample objective is exploited (the path log-ratio of
-  a stored path grows along its own noise), 87% of paths end beyond the clip and the masses overshoot
-  (L1 1.76).
-- Not overfitting the stored paths: 4 times the paths per iteration (32,768, so 1.2 passes over each
-  instead of 4.7) gives a mean L1 of 0.173 against 0.146 on four cells (beta 0.5 and 1, quadrants I and
-  III, seed 0): the iterations move even less.
-- Not the fixed prior a^(0): the best update that keeps its distribution would still reach an L1 of
-  0.02-0.03 (reported per run). The discretisation matters a little, and coarser is worse: 32 generation
-  steps instead of 16 give 0.173 instead of 0.181 (K = 4), and 8 steps give a mean L1 of 0.175 against
-  0.146 on the same four cells, at half the cost.
-- Where the path KL goes: after an iteration the drift energy (the path KL spent) is about twice the
-  terminal KL gained, spread over all 16 steps, the late low-noise ones included, where the exact tilt
-  (an h-transform of the old drift) changes almost nothing because the quadrant is already decided. On
-  the four cells above, neither a smaller rate with more updates (lr 0.005, 300 updates), a wider
-  network (256) nor cheaper late steps (sigma_min 1.0) moved the mean L1 by more than 0.015; four times
-  larger minibatches (1024 paths) helped most (0.126 against 0.146) at about twice the time per run (116 s
-  against 63 s over the sweep), but over the whole sweep (36 runs) they give 0.108 against 0.109: the
-  four-cell gain was seed noise. With a narrower network (width 64, minibatch 1024, about the cost of the defaults) the four cells give 0.141.
-The defaults (K = 8 iterations of 150 updates on 256-path minibatches) were measured over the whole
-sweep; the earlier ones (K = 2 iterations of 300 updates on 4096-path minibatches) gave 0.089 at the
-paper's setting but cost about 7 times as much per run, too much to sweep on a shared CPU, and a K = 2
-run at beta = 0.5 gives 0.25. With these defaults the sweep's mean (0.109) misses 0.10 and the paper's
-setting (0.121 over three seeds) misses 0.05. Neither change measured on every cell of the sweep (lr
-0.02, 1024-path minibatches) moves its mean by more than 0.002, in line with the reachable share above:
-the optimizer already realises nearly all a drift change can. See hub_cards/results/toy_tilt_sweep.md.
+What limits sharp tilts, and the closed loop (every run is in the sweep's log; its summary gives each
+setting's mean L1 and coverage, the share of its own aim an iteration realised):
+- One iteration falls short of its tilt whatever its optimizer: about 0.82 of it with these settings, 0.74-0.86
+  in every setting measured. The cause is the policy class. A drift change only shifts the mean of each
+  Gaussian step (the prior a^(0) and the step variances are fixed), so it can tilt the law of the paths only by
+  functions linear in each step's noise. `trainers.experiments.toy_reachable` measures, under the old policy,
+  the share of Var(A) that such tilts reach to first order: about 0.85 (coarser steps: less); the rest is the
+  fixed prior (about 1%) and the part of each step that is nonlinear in its noise.
+- Open loop (`--no-track-tilt-path`: every iteration is fed A): the shortfalls compound, so the policy ends
+  at about p_old exp(0.8 A / beta), and the sharper the tilt the larger the error. No optimizer setting
+  moves this: more or fewer updates, rates, widths, minibatches, paths per iteration and generation steps
+  were measured (the sweep summary's "Other settings measured"); K = 2 or 4 is worse (a large tilt also
+  runs into the path clip, and then the sample objective is exploited: with c_path = 3, 87% of paths end
+  beyond the clip and the masses overshoot).
+- Closed loop (the default): iteration k aims at the point p_old exp(k A / (K beta)) of the tilt path from
+  the masses the policy has, estimated on a fresh sample, by being fed lambda log(aim / masses) per quadrant
+  (`tilt_path_advantage`): the paper's A plus the log-mass each quadrant fell behind, times lambda. What one
+  iteration cannot reach is carried into the next aim instead of compounding, and the last iteration aims at
+  p* itself, so only its own shortfall remains. The update, its clips and its KL weight are unchanged; the
+  feedback needs the quadrant masses, which here are the whole of what the tilt changes (A is constant on
+  each quadrant, so p* / p_old is too).
+The sweep table (hub_cards/results/toy_tilt_sweep.md) gives both loops over beta in {0.5, 1, 2}, each quadrant
+preferred and three seeds.
 """
 
 import dataclasses
