@@ -199,9 +199,9 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
     seeds it has on every task (the bootstrap resamples seeds within each task) and only if it ran every task.
     None when fewer than 2 tasks are left: a single task would repeat the per-task IQM."""
     paper = {v for entries in tasks.values() for v, e in entries.items() if not e.get("reference")}
-    best = {t: max(e["final_mean"] for e in _scale_setters(entries)) for t, entries in tasks.items()}
     if not paper:
         return None
+    best = {t: max(e["final_mean"] for e in _scale_setters(entries)) for t, entries in tasks.items()}
     usual = _usual_seed_count(tasks, paper)
     left_out = {t: FEW_COLUMNS.format(seeds=usual) for t, entries in tasks.items()
                 if 2 * sum(len(entries[v]["seeds"]) >= usual for v in paper & set(entries)) <= len(paper)}  # fmt: skip
