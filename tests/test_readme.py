@@ -114,3 +114,30 @@ def test_demonstrations_to_a_published_fine_tuned_policy_run_as_written(tmp_path
     # The card says where training started and how far it moved from there.
     assert "Fine-tuned from the pretrained policy `runs/InvertedPendulum-v5/bc/seed_0/policy`" in card
     assert run_json["init"]["weights_sha256"][:16] in card and "`train/path_kl_init`" in card
+
+
+def test_ci_runs_the_readme_test_command_through_the_lock():
+    """`.ci/run` installs and tests exactly as the README tells a newcomer, and the lock it installs through
+    pins every dependency pyproject.toml names (a dependency added without `bash .ci/lock` fails here)."""
+    readme = (ROOT / "README.md").read_text()
+    install, test = re.search(r"```bash\n(pip install [^\n]*\.\[dev\]\") && (python -m pytest[^\n]*)\n```",
+                              readme).groups()  # fmt: skip
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert install in [line.replace(" -q ", " ") for line in ci] and test in ci
+    assert "-c tests/constraints.txt" in install and 'python -m venv "$venv"' in ci
+    lock = (ROOT / "tests" / "constraints.txt").read_text()
+    pinned = {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in
+              re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", lock, re.M)}  # fmt: skip
+    assert pinned["torch"] == "2.13.0"
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    named = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
+    for requirement in named:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", requirement).group()).lower()
+        if name in ("gsbpolicy", "mutmut") or requirement.startswith("jax[cuda"):
+            continue  # the project itself; extras outside `dev` (mutation testing, CUDA)
+        assert name in pinned, f"{requirement} is not in tests/constraints.txt: run bash .ci/lock"
