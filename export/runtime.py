@@ -78,21 +78,37 @@ class OnnxPolicy:
             missing.append("noise_shape")
         if missing:
             raise ValueError(f"{self.path} lacks metadata {missing}; export it with `python -m export.onnx`")
-        self.mode = self.metadata["mode"]
-        self.obs_dim = int(self.metadata["obs_dim"])
-        self.act_dim = int(self.metadata["act_dim"])
-        self.kind = self.metadata.get("kind", "flow")  # exports before other kinds existed were flows
-        self.num_steps = int(self.metadata["num_steps"]) if "num_steps" in self.metadata else None
-        """Generation steps N (None for a Gaussian policy, which has none)."""
-        if "noise_shape" in self.metadata:
-            self.noise_shape = tuple(json.loads(self.metadata["noise_shape"]))
-        else:  # flow exports written before the shape was recorded
-            self.noise_shape = (self.num_steps + 1, self.act_dim)
-        self.action_low = _bound(self.metadata.get("action_low"))
-        self.action_high = _bound(self.metadata.get("action_high"))
+        try:
+            self._read_metadata()
+        except (ValueError, TypeError, RecursionError) as err:  # json's and int()'s errors are ValueErrors
+            raise ValueError(
+                f"{self.path} has unreadable metadata ({' '.join(str(err).split())}); export it again with "
+                "`python -m export.onnx`"
+            ) from None
         self._input_names = [value.name for value in self.session.get_inputs()]
         self._output_names = [value.name for value in self.session.get_outputs()]
         self._rng = np.random.default_rng(seed)
+
+    def _read_metadata(self) -> None:
+        metadata = self.metadata
+        self.mode = metadata["mode"]
+        if self.mode not in ("ode", "sde"):
+            raise ValueError(f"mode {self.mode!r} is neither 'ode' nor 'sde'")
+        self.obs_dim, self.act_dim = _count(metadata, "obs_dim"), _count(metadata, "act_dim")
+        self.kind = metadata.get("kind", "flow")  # exports before other kinds existed were flows
+        self.num_steps = _count(metadata, "num_steps") if "num_steps" in metadata else None
+        """Generation steps N (None for a Gaussian policy, which has none)."""
+        if "noise_shape" in metadata:
+            self.noise_shape = tuple(
+                _count({"noise_shape": n}, "noise_shape") for n in json.loads(metadata["noise_shape"])
+            )
+        else:  # flow exports written before the shape was recorded
+            self.noise_shape = (self.num_steps + 1, self.act_dim)
+        self.action_low = _bound(metadata.get("action_low"))
+        self.action_high = _bound(metadata.get("action_high"))
+        for bound in (self.action_low, self.action_high):
+            if bound is not None and (bound.shape != (self.act_dim,) or not np.isfinite(bound).all()):
+                raise ValueError(f"action bounds {bound.tolist()} are not {self.act_dim} finite numbers")
 
     def set_seed(self, seed: int) -> None:
         """Reseed the noise generator of stochastic calls."""
@@ -108,7 +124,8 @@ class OnnxPolicy:
     def _check_obs(self, obs) -> tuple[np.ndarray, bool]:
         """Validate an observation (single [obs_dim] or batch [B, obs_dim]); returns it as float32.
 
-        Mirrors `GSBPolicy._check_obs`, so both runtimes reject the same inputs with the same words.
+        Mirrors `GSBPolicy._check_obs` step for step (this file may import nothing of gsbpolicy), so both
+        runtimes reject the same inputs with the same words; tests/test_runtime_parity.py holds them to it.
         """
         if isinstance(obs, tuple):
             raise ValueError(
@@ -130,11 +147,13 @@ class OnnxPolicy:
             raise ValueError(
                 f"observation shape {obs.shape} does not match ({self.obs_dim},) or (batch, {self.obs_dim})"
             )
-        obs = np.asarray(obs, np.float32)
-        if not np.isfinite(obs).all():
-            bad = np.argwhere(~np.isfinite(obs))[:5].tolist()
-            raise ValueError(f"observation contains NaN or inf at index {bad}")
-        return obs, single
+        _check_finite("observation", obs)
+        if np.issubdtype(obs.dtype, np.floating) and obs.dtype.itemsize > 4:  # would turn into inf
+            too_large = np.abs(obs) > np.finfo(np.float32).max
+            if too_large.any():
+                bad = np.argwhere(too_large)[:5].tolist()
+                raise ValueError(f"observation at index {bad} is too large for float32 (|x| > 3.4e38)")
+        return np.asarray(obs, np.float32), single
 
     def _run(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
         feeds = {"obs": obs}
@@ -149,7 +168,12 @@ class OnnxPolicy:
                 f"{self.path} was exported in 'ode' mode (deterministic only); stochastic actions need "
                 "an export with --mode sde"
             )
-        return self.session.run(self._output_names, feeds)[0]
+        action = self.session.run(self._output_names, feeds)[0]
+        # Inputs are finite, so only an overflow inside the network gets here; an env (a robot) must never be
+        # stepped with NaN.
+        if not np.isfinite(action).all():
+            raise FloatingPointError("the policy produced a NaN action for a finite observation (overflow)")
+        return action
 
     def act(self, obs, noise: np.ndarray | None = None) -> np.ndarray:
         """Env action(s) for a single observation or a batch; deterministic unless `noise` is given.
@@ -164,9 +188,9 @@ class OnnxPolicy:
             expected = (*obs.shape[:-1], *self.noise_shape)
             if noise.shape != expected:
                 raise ValueError(f"noise shape {noise.shape} does not match {expected}")
-            noise = np.asarray(noise[None] if single else noise, np.float32)
-            if not np.isfinite(noise).all():
-                raise ValueError("noise contains NaN or inf: pass standard normal draws")
+            noise = np.asarray(noise, np.float32)
+            _check_finite("noise", noise)
+            noise = noise[None] if single else noise
         action = self._run(batch, noise)
         return action[0] if single else action
 
@@ -193,6 +217,19 @@ class OnnxPolicy:
             noise = self._rng.standard_normal((batch.shape[0], *self.noise_shape), dtype=np.float32)
         action = self._run(batch, noise)
         return (action[0] if single else action), state
+
+
+def _check_finite(name: str, array: np.ndarray) -> None:
+    finite = np.isfinite(array)
+    if not finite.all():
+        raise ValueError(f"{name} contains NaN or inf at index {np.argwhere(~finite)[:5].tolist()}")
+
+
+def _count(metadata: dict, key: str) -> int:
+    value = int(metadata[key])
+    if value < 1:
+        raise ValueError(f"{key} {value} is not a positive count")
+    return value
 
 
 def _bound(text: str | None) -> np.ndarray | None:

@@ -16,6 +16,7 @@ from ._envid import env_kind as env_kind
 from ._gaussian import GaussianActor as GaussianActor
 from ._gaussian import GaussianSpec as GaussianSpec
 from ._gaussian import tanh_log_det as tanh_log_det
+from ._hub_requests import HubRequestError as HubRequestError
 from ._io import CONFIG_NAME as CONFIG_NAME
 from ._io import WEIGHTS_NAME as WEIGHTS_NAME
 from ._io import PolicyFormatError as PolicyFormatError

@@ -36,7 +36,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._io import PolicyFormatError, load_into, policy_tensors, write_policy_files
+from ._io import PolicyFormatError, Weights, load_into, policy_tensors, write_policy_files
 from ._networks import DriftMLP
 from ._normalizer import RunningNorm
 from ._policy import FlowPolicy
@@ -137,8 +137,8 @@ def save_genpo(actor: GenPOFlow, directory) -> Path:
     return write_policy_files(directory, tensors, {"format": FORMAT}, config)
 
 
-def load_genpo(config: dict, config_path: Path, weights_path: Path) -> GenPOFlow:
-    """The actor described by a GenPO config.json (already parsed) with the weights of `weights_path`."""
+def load_genpo(config: dict, config_path: Path, weights: Weights) -> GenPOFlow:
+    """The actor described by a GenPO config.json (already parsed) with `weights`."""
     try:
         spec = PolicySpec.from_dict(config["genpo_spec"])
         skeleton = eqx.filter_eval_shape(make_genpo, spec, config["mix"], key=jax.random.key(0))
@@ -146,4 +146,4 @@ def load_genpo(config: dict, config_path: Path, weights_path: Path) -> GenPOFlow
         raise PolicyFormatError(f"{config_path} lacks {err} required by a GenPO policy") from err
     except (TypeError, ValueError) as err:
         raise PolicyFormatError(f"{config_path}: invalid GenPO policy config: {err}") from err
-    return load_into(skeleton, weights_path)
+    return load_into(skeleton, weights)

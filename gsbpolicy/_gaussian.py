@@ -17,7 +17,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._io import PolicyFormatError, load_into, policy_tensors, write_policy_files
+from ._io import PolicyFormatError, Weights, load_into, policy_tensors, write_policy_files
 from ._networks import ACTIVATIONS
 from ._normalizer import RunningNorm
 
@@ -138,8 +138,8 @@ def save_gaussian(actor: GaussianActor, directory) -> Path:
     return write_policy_files(directory, tensors, metadata, config)
 
 
-def load_gaussian(config: dict, config_path: Path, weights_path: Path) -> GaussianActor:
-    """The actor described by a Gaussian config.json (already parsed) with the weights of `weights_path`."""
+def load_gaussian(config: dict, config_path: Path, weights: Weights) -> GaussianActor:
+    """The actor described by a Gaussian config.json (already parsed) with `weights`."""
     version = config.get("format_version")
     if version != FORMAT_VERSION:
         raise PolicyFormatError(
@@ -155,4 +155,4 @@ def load_gaussian(config: dict, config_path: Path, weights_path: Path) -> Gaussi
     except (TypeError, ValueError) as err:
         raise PolicyFormatError(f"{config_path}: invalid Gaussian policy spec: {err}") from err
     skeleton = eqx.filter_eval_shape(GaussianActor, spec, key=jax.random.key(0))
-    return load_into(skeleton, weights_path, key_style="keystr")
+    return load_into(skeleton, weights, key_style="keystr")

@@ -17,22 +17,32 @@ from ._coupling import FORMAT as GENPO_FORMAT
 from ._coupling import GenPOFlow, load_genpo, save_genpo
 from ._gaussian import FORMAT as GAUSSIAN_FORMAT
 from ._gaussian import GaussianActor, load_gaussian, save_gaussian
-from ._io import CONFIG_NAME, WEIGHTS_NAME, PolicyFormatError, load_flow, read_config, save_flow
+from ._io import (
+    CONFIG_NAME,
+    WEIGHTS_NAME,
+    PolicyFormatError,
+    Weights,
+    check_integrity,
+    load_flow,
+    read_config,
+    read_weights,
+    save_flow,
+)
 from ._policy import FlowPolicy
 
 
 @dataclasses.dataclass(frozen=True)
 class PolicyKind:
     """One kind of policy module: its class, its config.json `format`, the config entry that holds its
-    spec, and how a folder of it is written and read (`load(config, config_path, weights_path)`, the
-    config already parsed)."""
+    spec, and how a folder of it is written and read (`load(config, config_path, weights)`, the config
+    parsed and the weights read and checked against it)."""
 
     name: str
     module_type: type
     config_format: str | None
     spec_entry: str
     save: Callable[[object, Path], Path]
-    load: Callable[[dict, Path, Path], object]
+    load: Callable[[dict, Path, Weights], object]
 
 
 KINDS = (
@@ -89,10 +99,16 @@ def save_policy(module, directory: str | os.PathLike) -> Path:
 
 
 def load_files(config_path: str | os.PathLike, weights_path: str | os.PathLike):
-    """The policy module of a config.json and its model.safetensors, whatever its kind."""
-    config_path, weights_path = Path(config_path), Path(weights_path)
+    """The policy module of a config.json and its model.safetensors, whatever its kind. The kind's loader
+    checks the config's values and every tensor against them first (its errors say which value or tensor is
+    wrong); then the two files are checked against each other (`check_integrity`), which finds what those
+    checks cannot: a valid value edited after saving, a flipped bit in a weight."""
+    config_path = Path(config_path)
     config = read_config(config_path)
-    return config_kind(config, config_path).load(config, config_path, weights_path)
+    weights = read_weights(weights_path)
+    module = config_kind(config, config_path).load(config, config_path, weights)
+    check_integrity(config, config_path, weights)
+    return module
 
 
 def load_policy(directory: str | os.PathLike):

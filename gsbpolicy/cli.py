@@ -7,6 +7,7 @@ the standard library is imported here, so any command can use it before its heav
 """
 
 import argparse
+import errno
 import importlib.util
 import sys
 import tempfile
@@ -88,17 +89,36 @@ def check_output_file(path: Path, option: str) -> None:
     check_writable_folder(path.parent, f"{option} {path}")
 
 
+INTERRUPTED = 130
+"""Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it."""
+
+
+def write_failure(err: OSError) -> str:
+    """What a failed write says: the path, and the reason in the system's words (a full disk among them)."""
+    # shutil's copies name the source first and the file being written second (`filename2`).
+    path = getattr(err, "filename2", None) or err.filename
+    what = f"cannot write {path}" if path else "a write failed"
+    reason = (
+        "no space left on the device"
+        if err.errno in (errno.ENOSPC, errno.EDQUOT)
+        else err.strerror or str(err)
+    )
+    return f"{what}: {reason}"
+
+
 def run_command(
     work: Callable[[], int | None],
     *,
     usage_errors: tuple[type[BaseException], ...] = (),
     failures: tuple[type[BaseException], ...] = (),
+    kept: str = "nothing was written",
 ) -> int:
     """Run `work()` and return its exit code (0 when it returns None); known errors become one line.
 
     `CommandError` carries its own code; a missing extra is a FAILURE; `usage_errors` (bad input, e.g.
-    a missing or corrupt folder) exit USAGE and `failures` exit FAILURE. Anything else is a bug and keeps
-    its traceback.
+    a missing or corrupt folder) exit USAGE and `failures` exit FAILURE. A failed write (a full disk) is a
+    FAILURE and Ctrl-C exits INTERRUPTED, each saying what was `kept`. Anything else is a bug and keeps its
+    traceback.
     """
     try:
         return work() or 0
@@ -110,5 +130,9 @@ def run_command(
         code, message = USAGE, str(err) or type(err).__name__
     except failures as err:
         code, message = FAILURE, str(err) or type(err).__name__
+    except KeyboardInterrupt:
+        code, message = INTERRUPTED, f"interrupted (Ctrl-C); {kept}"
+    except OSError as err:
+        code, message = FAILURE, f"{write_failure(err)}; {kept}"
     print(f"error: {one_line(message)}", file=sys.stderr)
     return code

@@ -73,13 +73,14 @@ def evaluate(
 
     from .hub import GSBPolicy
 
-    if n_episodes < 1:
-        raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
+    if isinstance(n_episodes, bool) or not isinstance(n_episodes, int | np.integer) or n_episodes < 1:
+        raise ValueError(f"n_episodes must be an integer >= 1, got {n_episodes!r}")
     if isinstance(policy, GSBPolicy):
         policy.set_seed(seed)
     owned = isinstance(env_or_id, str)
     env = gymnasium.make(env_or_id) if owned else env_or_id
     try:
+        check_spaces(policy, env)
         if isinstance(env, gymnasium.vector.VectorEnv):
             returns, lengths = _run_vector(policy, env, n_episodes, deterministic, seed)
         elif isinstance(env, gymnasium.Env):
@@ -90,6 +91,46 @@ def evaluate(
         if owned:
             env.close()
     return EvalResult(tuple(returns), tuple(lengths), deterministic, seed)
+
+
+def _policy_spaces(policy) -> tuple[tuple, tuple, np.ndarray | None, np.ndarray | None] | None:
+    """(observation shape, action shape, action low, action high) a predictor declares, if it declares them: a
+    `GSBPolicy` or an SB3 model through its spaces, an `OnnxPolicy` through its metadata."""
+    if hasattr(policy, "obs_dim") and hasattr(policy, "act_dim"):
+        return (policy.obs_dim,), (policy.act_dim,), policy.action_low, policy.action_high
+    obs_space, act_space = getattr(policy, "observation_space", None), getattr(policy, "action_space", None)
+    if getattr(obs_space, "shape", None) is None or getattr(act_space, "shape", None) is None:
+        return None
+    return (
+        tuple(obs_space.shape),
+        tuple(act_space.shape),
+        getattr(act_space, "low", None),
+        getattr(act_space, "high", None),
+    )
+
+
+def check_spaces(policy, env, env_name: str | None = None) -> None:
+    """The env's spaces must be the policy's: the same observation shape, action shape and action bounds
+    (ValueError naming the difference). A predictor that declares no spaces is not checked."""
+    declared = _policy_spaces(policy)
+    if declared is None:
+        return
+    obs_shape, act_shape, low, high = declared
+    single = getattr(env, "single_observation_space", None) is not None
+    env_obs = env.single_observation_space if single else env.observation_space
+    env_act = env.single_action_space if single else env.action_space
+    name = env_name or getattr(getattr(env, "spec", None), "id", None) or "the env"
+    if tuple(env_obs.shape or ()) != obs_shape:
+        raise ValueError(f"the policy takes observations of shape {obs_shape}, {name} gives {env_obs.shape}")
+    if tuple(env_act.shape or ()) != act_shape:
+        raise ValueError(f"the policy acts in shape {act_shape}, {name} in {env_act.shape}")
+    if low is None or not hasattr(env_act, "low"):
+        return
+    if not (np.allclose(low, env_act.low) and np.allclose(high, env_act.high)):
+        raise ValueError(
+            f"the policy's action bounds [{np.asarray(low).tolist()}, {np.asarray(high).tolist()}] are not "
+            f"{name}'s [{np.asarray(env_act.low).tolist()}, {np.asarray(env_act.high).tolist()}]"
+        )
 
 
 def _run_single(policy, env, n_episodes, deterministic, seed):

@@ -6,15 +6,18 @@ It is a plain class holding a policy module of any kind (a `FlowPolicy`, a `Gaus
 SB3's `evaluate_policy` scores a `GSBPolicy` unchanged.
 """
 
+import logging
 import os
 import shutil
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import numpy as np
 
+from ._hub_requests import HubRequestError, hub_requests, hub_timeout, network_problem
 from ._io import CONFIG_NAME, WEIGHTS_NAME
 from ._kinds import load_files, load_policy, policy_kind, save_policy
 from ._policy import FlowPolicy, numpy_noise
@@ -22,6 +25,17 @@ from ._policy import FlowPolicy, numpy_noise
 
 def _looks_like_local_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
+
+
+def check_policy_name(name: str, what: str = "expected a policy folder or a Hub repo id ORG/NAME") -> None:
+    """Refuse, before anything is looked up, the names that can be neither a folder nor a repo id: an empty
+    string (which would name the current folder) and a URL (say which repo id it means)."""
+    if not name.strip():
+        raise ValueError(f"{what}, got an empty string")
+    if "://" in name or name.startswith(("http:", "https:", "hf.co/", "huggingface.co/")):
+        path = urllib.parse.urlsplit(name if "://" in name else f"https://{name}").path.strip("/").split("/")
+        hint = f" ({'/'.join(path[:2])!r})" if len(path) >= 2 and all(path[:2]) else ""
+        raise ValueError(f"{what}, got the URL {name!r}: pass the repo id{hint} or a local folder")
 
 
 def _check_finite(name: str, array: np.ndarray) -> None:
@@ -247,55 +261,31 @@ class GSBPolicy:
         local_files_only: bool = False,
         token: str | bool | None = None,
         seed: int = 0,
+        timeout: float | None = None,
     ) -> "GSBPolicy":
         """Load a policy of any kind (flow, Gaussian, GenPO: its config.json says which) from a local
         policy folder or a Hugging Face Hub repo id.
 
         Hub files go through huggingface_hub's cache, so `HF_HUB_OFFLINE=1` and `local_files_only=True`
-        load a previously downloaded revision without any network access.
+        load a previously downloaded revision without any network access, and a cached revision is used when
+        the Hub cannot be reached. `timeout`: seconds to wait for each Hub answer (default
+        $GSBPOLICY_HUB_TIMEOUT, else huggingface_hub's 10 s); a Hub that does not answer in time, answers
+        with an error or answers something else is a `HubRequestError` naming it and its answer.
         """
         name = os.fspath(repo_id_or_path)
+        check_policy_name(name)
         if Path(name).expanduser().is_dir():
             return cls(load_policy(Path(name).expanduser()), seed=seed)
         if Path(name).exists() or _looks_like_local_path(name):
             raise FileNotFoundError(f"policy folder not found: {name}")
-        from huggingface_hub import constants, hf_hub_download
-        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
         _check_repo_id(name)
-        at = f"{name!r}" + (f" at revision {revision!r}" if revision else "")
-
-        def fetch(filename):
-            # huggingface_hub's messages run over several lines and do not always name the repo; these are
-            # one line each, with the same exception types (`from None`: the cause adds nothing to them).
-            try:
-                return hf_hub_download(
-                    name,
-                    filename,
-                    revision=revision,
-                    cache_dir=cache_dir,
-                    force_download=force_download,
-                    local_files_only=local_files_only,
-                    token=token,
-                )
-            except LocalEntryNotFoundError:
-                why = (
-                    "offline mode is on" if local_files_only or constants.HF_HUB_OFFLINE else "no connection"
-                )
-                raise LocalEntryNotFoundError(
-                    f"Hub policy {at}: {filename} is not in the local cache and {why}; "
-                    "download it once online"
-                ) from None
-            except HfHubHTTPError as err:
-                if err.response is None or err.response.status_code not in (401, 404):
-                    raise
-                raise type(err)(
-                    f"Hub policy {at}: {filename} not found (a missing, private or gated repo, revision or "
-                    "file; for a private repo pass token= or run `hf auth login`)",
-                    response=err.response,
-                ) from None
-
-        return cls(load_files(fetch(CONFIG_NAME), fetch(WEIGHTS_NAME)), seed=seed)
+        timeout = hub_timeout(timeout)
+        at = f"Hub policy {name!r}" + (f" at revision {revision!r}" if revision else "")
+        options = {"revision": revision, "cache_dir": cache_dir, "force_download": force_download,
+                   "local_files_only": local_files_only, "token": token, "etag_timeout": timeout}  # fmt: skip
+        with hub_requests(timeout, at):
+            files = [_fetch(name, filename, at, options) for filename in (CONFIG_NAME, WEIGHTS_NAME)]
+        return cls(load_files(*files), seed=seed)
 
     def push_to_hub(
         self,
@@ -307,12 +297,15 @@ class GSBPolicy:
         revision: str | None = None,
         create_pr: bool = False,
         extra_files: dict[str, str | os.PathLike] | None = None,
+        timeout: float | None = None,
     ):
         """Create the repo if needed and upload the policy (plus `extra_files`, {name in repo: local path})
-        in one commit. Returns huggingface_hub's `CommitInfo`."""
+        in one commit. Returns huggingface_hub's `CommitInfo`. `timeout` as in `from_pretrained`."""
         from huggingface_hub import HfApi
 
+        check_policy_name(repo_id, "expected a Hub repo id ORG/NAME")
         _check_repo_id(repo_id)
+        timeout = hub_timeout(timeout)
         with tempfile.TemporaryDirectory() as tmp:
             copies = _staged_extra_files(extra_files or {}, Path(tmp))
             self.save_pretrained(tmp)
@@ -320,11 +313,49 @@ class GSBPolicy:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, destination)
             api = HfApi(token=token)
-            api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-            return api.upload_folder(
-                repo_id=repo_id,
-                folder_path=tmp,
-                commit_message=commit_message,
-                revision=revision,
-                create_pr=create_pr,
-            )
+            with hub_requests(timeout, f"push to {repo_id!r}"):
+                api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+                return api.upload_folder(
+                    repo_id=repo_id,
+                    folder_path=tmp,
+                    commit_message=commit_message,
+                    revision=revision,
+                    create_pr=create_pr,
+                )
+
+
+def _fetch(repo_id: str, filename: str, at: str, options: dict) -> str:
+    """`hf_hub_download` of one file of a policy repo, its failures as one line each. huggingface_hub's messages
+    run over several lines and do not always name the repo or what went wrong; these keep its exception types
+    where the cause is the repo (missing, private, not cached) and are `HubRequestError` where it is the Hub."""
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    try:
+        return hf_hub_download(repo_id, filename, **options)
+    except (HubRequestError, LocalEntryNotFoundError) as err:
+        problem = network_problem(err)
+        if problem is None:
+            pass
+        elif options["force_download"] or options["local_files_only"]:
+            raise HubRequestError(f"{at}: {filename}: {problem}") from None
+        else:  # the Hub failed: a cached copy stands in, as huggingface_hub's own fallback would have it
+            try:
+                path = hf_hub_download(repo_id, filename, **{**options, "local_files_only": True})
+            except LocalEntryNotFoundError:
+                raise HubRequestError(f"{at}: {filename} is not in the local cache, and {problem}") from None
+            logging.getLogger("gsbpolicy").warning("%s: %s; using the cached %s", at, problem, filename)
+            return path
+        offline = options["local_files_only"] or constants.HF_HUB_OFFLINE
+        why = "offline mode is on" if offline else "no connection"
+        raise LocalEntryNotFoundError(
+            f"{at}: {filename} is not in the local cache and {why}; download it once online"
+        ) from None
+    except HfHubHTTPError as err:
+        if err.response is None or err.response.status_code not in (401, 404):
+            raise
+        raise type(err)(
+            f"{at}: {filename} not found (a missing, private or gated repo, revision or file; for a private "
+            "repo pass token= or run `hf auth login`)",
+            response=err.response,
+        ) from None

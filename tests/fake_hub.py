@@ -103,6 +103,10 @@ class FakeHub:
         self.host, self.port = host, port
         self.repos: dict[tuple[str, str], _Repo] = {}  # (repo_type, repo_id) -> repo
         self.lock = threading.Lock()  # every request holds it: handlers run in one thread per connection
+        self.fault: str | None = None
+        """A fault every request meets while set: "hang" (never answered, until stop()), "error" (500) or
+        "garbage" (200 with an HTML page instead of the Hub's answer)."""
+        self._released = threading.Event()  # ends the hung requests at stop()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -115,6 +119,7 @@ class FakeHub:
         self._server = ThreadingHTTPServer((self.host, self.port), _Handler)
         self._server.hub = self  # type: ignore[attr-defined]
         self.port = self._server.server_address[1]
+        self._released.clear()
         # shutdown() waits for serve_forever to poll its flag: the default 0.5 s interval is felt in every test.
         serve, poll = self._server.serve_forever, {"poll_interval": 0.01}
         self._thread = threading.Thread(target=serve, kwargs=poll, name="fake-hub", daemon=True)
@@ -122,6 +127,7 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -174,6 +180,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         method, hub = self.command, self.server.hub  # type: ignore[attr-defined]
+        if hub.fault is not None:
+            self._fault(hub, method)
+            return
         url = urlsplit(self.path)
         # Split before unquoting: the client sends revisions quoted with safe="" ("refs%2Fpr%2F1").
         segs = [unquote(s) for s in url.path.strip("/").split("/")]
@@ -199,6 +208,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     do_GET = do_HEAD = do_POST = _dispatch
+
+    def _fault(self, hub: FakeHub, method: str) -> None:
+        if hub.fault == "hang":
+            hub._released.wait()
+            return
+        if hub.fault == "error":
+            status, kind, body = 500, "application/json", b'{"error": "Internal Error"}'
+        else:
+            status, kind, body = 200, "text/html", b"<html><body>Sign in to continue</body></html>"
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(body)
 
     def _body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))

@@ -13,13 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import equinox as eqx
+import gymnasium
 import numpy as np
 import pytest
 import safetensors.numpy
 from fake_hub import FakeHub, point_client_at
 from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-from gsbpolicy import GSBPolicy, PolicyFormatError, load_policy
+from gsbpolicy import GSBPolicy, PolicyFormatError, evaluate, load_policy
+from gsbpolicy._hub_requests import HubRequestError
 
 pytestmark = pytest.mark.strict_promotion
 
@@ -33,6 +35,12 @@ class World:
     policy: GSBPolicy
     overflowing: Callable[[], GSBPolicy]
     hub: FakeHub
+    monkeypatch: pytest.MonkeyPatch
+
+    def hub_fault(self, fault: str) -> None:
+        """The fake Hub meets every request with `fault`; the client waits 0.3 s for an answer."""
+        self.hub.fault = fault
+        self.monkeypatch.setenv("GSBPOLICY_HUB_TIMEOUT", "0.3")
 
     def edit_spec(self, **changes) -> None:
         self.edit_config(spec={**json.loads((self.folder / "config.json").read_text())["spec"], **changes})
@@ -408,6 +416,90 @@ CASES = [
 ]
 
 
+class TwoActions(gymnasium.Env):
+    """Four observations and two actions, as the tiny policy has, but actions in [-1, 1] on both axes."""
+
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+HUB = r"the Hub at http://127\.0\.0\.1:\d+"
+NETWORK_CASES = [
+    Case(
+        f"{what}: a Hub that {fault_text}",
+        attempt,
+        HubRequestError,
+        rf"^{prefix}{HUB} {answer}",
+        edit=lambda w, fault=fault: w.hub_fault(fault),
+    )
+    for what, attempt, prefix, request in [
+        ("load", lambda w: GSBPolicy.from_pretrained("org/policy"),
+         r"Hub policy 'org/policy': config\.json is not in the local cache, and ", "HEAD /org/policy/resolve/main/config\.json"),
+        ("push", lambda w: w.policy.push_to_hub("org/policy"), r"push to 'org/policy': ", "POST /api/repos/create"),
+    ]
+    for fault, fault_text, answer in [
+        ("hang", "never answers", rf"did not answer {request} within 0\.3 s \(set GSBPOLICY_HUB_TIMEOUT to wait longer\)$"),
+        ("error", "answers 500", rf"answered {request} with 500 Internal Server Error"),
+        ("garbage", "answers an HTML page",
+         rf"answered {request} with 200 OK (but without the file metadata a Hugging Face Hub sends|\(text/html\), "
+         r"which is not a Hub answer)"),
+    ]
+]  # fmt: skip
+CASES += NETWORK_CASES
+CASES += [
+    Case(
+        "empty string as the policy",
+        lambda w: GSBPolicy.from_pretrained(""),
+        ValueError,
+        r"^expected a policy folder or a Hub repo id ORG/NAME, got an empty string$",
+    ),
+    Case(
+        "a Hub URL as the policy",
+        lambda w: GSBPolicy.from_pretrained("https://huggingface.co/org/policy"),
+        ValueError,
+        r"got the URL 'https://huggingface\.co/org/policy': pass the repo id \('org/policy'\) or a local folder$",
+    ),
+    Case(
+        "a Hub URL to push to",
+        lambda w: w.policy.push_to_hub("https://huggingface.co/org/policy/tree/main"),
+        ValueError,
+        r"^expected a Hub repo id ORG/NAME, got the URL .*: pass the repo id \('org/policy'\)",
+    ),
+    Case(
+        "a timeout of 0 s",
+        lambda w: GSBPolicy.from_pretrained("org/policy", timeout=0),
+        ValueError,
+        r"^timeout must be a number of seconds > 0, got 0$",
+    ),
+    Case(
+        "GSBPOLICY_HUB_TIMEOUT that is not a number",
+        lambda w: GSBPolicy.from_pretrained("org/policy"),
+        ValueError,
+        r"^GSBPOLICY_HUB_TIMEOUT='soon' is not a number of seconds$",
+        edit=lambda w: w.monkeypatch.setenv("GSBPOLICY_HUB_TIMEOUT", "soon"),
+    ),
+    Case(
+        "evaluate on an env with other observations",
+        lambda w: evaluate(w.policy, "Pendulum-v1", n_episodes=1),
+        ValueError,
+        r"^the policy takes observations of shape \(4,\), Pendulum-v1 gives \(3,\)$",
+    ),
+    Case(
+        "evaluate on an env with other action bounds",
+        lambda w: evaluate(w.policy, TwoActions(), n_episodes=1),
+        ValueError,
+        r"^the policy's action bounds \[\[-1\.0, -2\.0\], \[1\.0, 3\.0\]\] are not the env's "
+        r"\[\[-1\.0, -1\.0\], \[1\.0, 1\.0\]\]$",
+    ),
+    Case(
+        "evaluate with no episodes",
+        lambda w: evaluate(w.policy, TwoActions(), n_episodes=0),
+        ValueError,
+        r"^n_episodes must be an integer >= 1, got 0$",
+    ),
+]
+
+
 def _go_offline() -> None:
     from huggingface_hub import constants
 
@@ -432,7 +524,7 @@ def world(tmp_path, monkeypatch, gsb_policy, overflowing):
     with FakeHub() as hub:
         point_client_at(monkeypatch, hub.endpoint, cache_dir=tmp_path / "hf-cache")
         folder = gsb_policy.save_pretrained(tmp_path / "policy")
-        yield World(tmp_path, folder, gsb_policy, overflowing, hub)
+        yield World(tmp_path, folder, gsb_policy, overflowing, hub, monkeypatch)
 
 
 def test_the_table_is_large_enough():

@@ -76,13 +76,72 @@ def test_weights_with_only_a_spec_hash_still_catch_an_edit(saved):
         load_policy(saved)
 
 
+def _drop_tensors_hash(folder):
+    config = json.loads((folder / "config.json").read_text())
+    del config["tensors_sha256"]
+    (folder / "config.json").write_text(json.dumps(config))
+
+
 def test_weights_saved_before_the_spec_was_recorded_load_unchecked(saved, tiny_policy, tiny_spec):
     _rewrite_metadata(saved, {"format": "gsbpolicy", "format_version": "1"})
+    _drop_tensors_hash(saved)  # and before config.json recorded the tensors' hash
     loaded = load_policy(saved)
     assert eqx.tree_equal(eqx.filter(loaded, eqx.is_array), eqx.filter(tiny_policy, eqx.is_array))
     _edit_spec(saved, width=tiny_spec.width * 2)  # shapes are still checked tensor by tensor
     with pytest.raises(PolicyFormatError, match="config and weights do not match"):
         load_policy(saved)
+
+
+def test_weights_whose_metadata_was_stripped_are_refused(saved):
+    """A current-format folder (config.json records the tensors' hash) whose weights lost their metadata."""
+    _rewrite_metadata(saved, {})
+    with pytest.raises(
+        PolicyFormatError, match=r"model\.safetensors lacks the integrity metadata \(config_sha256\)"
+    ):
+        load_policy(saved)
+
+
+def test_a_flipped_bit_in_the_weights_is_refused_naming_the_file(saved):
+    weights = saved / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-3] ^= 0x01  # the lowest mantissa bit of the last weight: a value still finite, one ulp away
+    weights.write_bytes(bytes(data))
+    with pytest.raises(PolicyFormatError, match=r"model\.safetensors is corrupted: its tensors do not match the "
+                       r"sha256 recorded in .*config\.json when it was saved"):  # fmt: skip
+        load_policy(saved)
+
+
+def test_an_edit_outside_the_spec_is_refused_field_by_field(saved):
+    config = json.loads((saved / "config.json").read_text())
+    config["library_name"] = "other"
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        PolicyFormatError, match=r"\(library_name: saved 'gsbpolicy', config 'other'\); config"
+    ):
+        load_policy(saved)
+
+
+@pytest.mark.parametrize("field", ["var", "count"])
+def test_negative_observation_statistics_are_refused_on_load_and_save(saved, tiny_policy, field):
+    weights = saved / "model.safetensors"
+    with safetensors.safe_open(weights, "numpy") as file:
+        metadata = file.metadata()
+    tensors = safetensors.numpy.load_file(weights)
+    value = tensors[f"normalizer.{field}"]
+    tensors[f"normalizer.{field}"] = np.asarray(-np.abs(value) - 1.0, value.dtype)
+    safetensors.numpy.save_file(tensors, weights, metadata)
+    with pytest.raises(
+        PolicyFormatError, match=rf"observation statistic normalizer\.{field} is negative at index"
+    ):
+        load_policy(saved)
+    bad = eqx.tree_at(
+        lambda p: getattr(p.normalizer, field), tiny_policy, -getattr(tiny_policy.normalizer, field) - 1
+    )
+    with pytest.raises(
+        PolicyFormatError, match=rf"refusing to save the policy: .*normalizer\.{field} is negative"
+    ):
+        save_policy(bad, saved.parent / "again")
+    assert not (saved.parent / "again").exists()
 
 
 def test_committed_example_config_still_parses():

@@ -13,6 +13,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
+import safetensors
 
 from gsbpolicy import (
     GaussianActor,
@@ -147,10 +148,16 @@ def test_folders_written_before_the_move_load_and_act_as_they_did(name, tmp_path
     np.testing.assert_allclose(policy.predict(obs)[0], expected["deterministic"], rtol=0, atol=1e-6)
     noise = np.asarray(expected["noise"], np.float32)
     np.testing.assert_allclose(policy.act(obs, noise), expected["stochastic"], rtol=0, atol=1e-6)
-    # Saving again writes the same files: the format is unchanged.
+    # Saving again writes the same config and tensors, with the two integrity hashes added: the format is
+    # otherwise unchanged.
     again = policy.save_pretrained(tmp_path / name)
-    for file in ("config.json", "model.safetensors"):
-        assert (again / file).read_bytes() == (folder / file).read_bytes(), file
+    config = json.loads((again / "config.json").read_text())
+    assert config.pop("tensors_sha256") and config == json.loads((folder / "config.json").read_text())
+    new, old = (safetensors.safe_open(f / "model.safetensors", "numpy") for f in (again, folder))
+    assert sorted(new.keys()) == sorted(old.keys())
+    assert all(np.array_equal(new.get_tensor(k), old.get_tensor(k)) for k in new.keys())
+    metadata = new.metadata()
+    assert {metadata.pop("config_sha256"), metadata.pop("config")} and metadata == old.metadata()
 
 
 def _write_config(folder: Path, config: dict) -> None:

@@ -12,12 +12,12 @@ KL divergence of the actor's generation paths from the pretrained policy's, on t
 
 import dataclasses
 import functools
-import hashlib
 
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import FlowPolicy, GSBPolicy, PolicyFormatError, policy_tensors, sample_noise
+from gsbpolicy import FlowPolicy, GSBPolicy, HubRequestError, PolicyFormatError, policy_tensors, sample_noise
+from gsbpolicy.files import tensors_sha256
 
 FLAG = "--init-from"
 
@@ -32,6 +32,8 @@ def load_pretrained(source: str) -> FlowPolicy:
     group's seeds and run.json share it). ValueError: it cannot be loaded or is not a flow policy."""
     try:
         policy = GSBPolicy.from_pretrained(source)
+    except HubRequestError as err:  # the Hub failed, not the argument: a failure, not a usage error
+        raise HubRequestError(f"{FLAG} {source}: {err}") from None
     except (OSError, PolicyFormatError, ValueError) as err:  # missing folder, bad files, Hub errors
         raise ValueError(f"{FLAG} {source}: cannot load it ({err})") from None
     if policy.kind != "flow":
@@ -41,11 +43,7 @@ def load_pretrained(source: str) -> FlowPolicy:
 
 def weights_sha256(policy: FlowPolicy) -> str:
     """A hash of the weights and observation statistics (independent of file layout and metadata)."""
-    digest = hashlib.sha256()
-    for name, array in sorted(policy_tensors(policy).items()):
-        digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
+    return tensors_sha256(policy_tensors(policy))
 
 
 def _where(field: str) -> str:
