@@ -9,10 +9,12 @@ the lock is the first thing a trainer does, so a refused command may leave that 
 
 import dataclasses
 import fcntl
+import hashlib
 import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -27,11 +29,12 @@ import pytest
 import safetensors.numpy
 
 import gsbpolicy.cli
+from trainers._core.checkpoint import save_checkpoint
 from trainers._core.cli import parse
 from trainers._core.lifecycle import DIVERGED_FILE
 from trainers._core.loop import Trainer
 from trainers._core.rundir import LOCK_NAME
-from trainers._core.runlog import write_run_json
+from trainers._core.runlog import experiment_sha256, write_run_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,17 +48,18 @@ TINY = [
 
 
 def started_run(run: Path, algo: str = "gsb_mdpo", argv=(), finished: bool = False) -> None:
-    """A run folder as the trainer leaves it (run.json for `argv`, metrics, a checkpoint record; the
-    policy folder if `finished`), written without training."""
+    """A run folder as the trainer leaves it after its iteration-2 checkpoint (run.json for `argv`, two metrics
+    records, a checkpoint whose record vouches for them, for run.json and for its tensor file; the policy folder
+    if `finished`), written without training."""
     module = importlib.import_module(f"trainers.{algo}")
     args = parse(module.Args, module.PRESETS, "cpu", "", [*TINY, *argv, "--output-dir", str(run)])
     run.mkdir(parents=True)
-    write_run_json(run, algo, args)
-    (run / "metrics.jsonl").write_text('{"type": "train", "iteration": 1, "env_steps": 64}\n')
-    (run / "checkpoint").mkdir()
-    (run / "checkpoint" / "meta.json").write_text(
-        json.dumps({"iteration": 2, "env_steps": 128, "num_records": 2, "elapsed": 1.0})
-    )
+    record = write_run_json(run, algo, args)
+    lines = "".join(json.dumps({"type": "train", "iteration": i, "env_steps": 64 * i}) + "\n" for i in (1, 2))
+    (run / "metrics.jsonl").write_text(lines)
+    meta = {"iteration": 2, "env_steps": 128, "num_records": 2, "elapsed": 1.0,
+            "metrics_sha256": hashlib.sha256(lines.encode()).hexdigest(), "experiment_sha256": experiment_sha256(record)}  # fmt: skip
+    save_checkpoint(run / "checkpoint", {"state": {"x": np.arange(3.0, dtype=np.float32)}}, meta)
     if finished:
         (run / "policy").mkdir()
         (run / "policy" / "results.json").write_text("{}")
@@ -81,10 +85,58 @@ class Row:
     """Prepares the run folder `run` (given its path) before the command."""
 
 
-def corrupt(name: str, text: str):
+def corrupt(name: str, text: str | bytes):
     def setup(run: Path) -> None:
         started_run(run)
-        (run / name).write_text(text)
+        (run / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+
+    return setup
+
+
+def edited(name: str, change: Callable[[bytes], bytes]):
+    """A started run whose file `name` was then changed by `change`."""
+
+    def setup(run: Path) -> None:
+        started_run(run)
+        (run / name).write_bytes(change((run / name).read_bytes()))
+
+    return setup
+
+
+def edited_meta(**fields):
+    """A started run whose checkpoint record was edited (its other fields, checksum included, kept)."""
+    return edited("checkpoint/meta.json", lambda data: json.dumps({**json.loads(data), **fields}).encode())
+
+
+def flip_bit(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 0x01])
+
+
+def link_to_user_file(name: str, resume: bool = False):
+    """The run folder's `name` is a link to a user's file outside it (planted where a trainer writes)."""
+
+    def setup(run: Path) -> None:
+        if resume:
+            started_run(run)
+        else:
+            run.mkdir()
+        user_file = run.parent / "precious.txt"
+        user_file.write_text("a user's file\n")
+        if (run / name).is_dir():
+            shutil.rmtree(run / name)
+        (run / name).unlink(missing_ok=True)
+        (run / name).symlink_to(user_file)
+
+    return setup
+
+
+def link_to_user_folder(name: str):
+    def setup(run: Path) -> None:
+        started_run(run)
+        folder = run.parent / "elsewhere"
+        shutil.copytree(run / name, folder) if (run / name).is_dir() else folder.mkdir()
+        shutil.rmtree(run / name, ignore_errors=True)
+        (run / name).symlink_to(folder, target_is_directory=True)
 
     return setup
 
@@ -104,7 +156,7 @@ ROWS = [
     Row(
         "negative checkpoint interval", ["--log.checkpoint-every", "-5"], 2, r"--log\.checkpoint-every .* -5"
     ),
-    Row("no final episodes", ["--eval.final-episodes", "0"], 2, r"--eval\.final-episodes must be >= 1"),
+    Row("no final episodes", ["--eval.final-episodes", "0"], 2, r"--eval\.final-episodes must be between 1 and"),
     Row("negative seed", ["--seed", "-1"], 2, r"--seed must be in \[0, 2\*\*32\), got -1"),
     Row("zero policy width", ["--policy.width", "0"], 2, r"--policy\.width must be >= 1, got 0"),
     Row("zero critic width", ["--critic.width", "0"], 2, r"--critic\.width must be >= 1, got 0"),
@@ -163,8 +215,8 @@ ROWS = [
     Row("unknown Gymnasium id", ["--env", "NoSuch-v9"], 2, r"unknown Gymnasium env id 'NoSuch-v9'"),
     Row("unknown preset", ["--preset", "huge"], 2, r"invalid choice: 'huge'"),
     Row("nan in a DPPO clamp", ["--algo.log-prob-clamp", "-5", "nan"], 2, r"--algo\.log-prob-clamp", "dppo"),
-    Row("FPO with no eval episodes", ["--eval.episodes", "0"], 2, r"--eval\.episodes must be >= 1", "fpo"),
-    Row("GenPO zero eval envs", ["--eval.num-envs", "0"], 2, r"--eval\.num-envs must be >= 1", "genpo"),
+    Row("FPO with no eval episodes", ["--eval.episodes", "0"], 2, r"--eval\.episodes must be between 1 and", "fpo"),
+    Row("GenPO zero eval envs", ["--eval.num-envs", "0"], 2, r"--eval\.num-envs must be between 1 and", "genpo"),
     Row("SB3 activations differ", ["--critic.activation", "elu"], 2, r"SB3 uses one activation", "ppo"),
     Row("SB3 nan clip", ["--algo.clip", "nan"], 2, r"--algo\.clip must be finite", "ppo"),
     # The run folder: checked before anything is written.
@@ -242,7 +294,7 @@ ROWS = [
         "resume with a corrupt run.json",
         ["--resume"],
         2,
-        r"run\.json is corrupted .*cannot resume",
+        r"run\.json is not valid JSON .*; the file is corrupted; cannot resume",
         setup=corrupt("run.json", '{"algo": "gsb_mdpo", "args": {'),
     ),  # fmt: skip
     Row(
@@ -259,7 +311,91 @@ ROWS = [
         r"meta\.json is corrupted: it lacks",
         setup=corrupt("checkpoint/meta.json", "{}"),
     ),  # fmt: skip
-]
+    # Strict resume, whatever is missing or changed: what a resume continues from must be whole and the same.
+    Row("resume with run.json deleted", ["--resume", "--seed", "7", "--optim.actor-lr", "0.01"], 2,
+        r"run\.json is missing: --resume cannot check that it continues the experiment the checkpoint was "
+        r"written by; restore run\.json",
+        setup=lambda run: (started_run(run), (run / "run.json").unlink())),
+    Row("resume with run.json edited to the new seed", ["--resume", "--seed", "7"], 2,
+        r"run\.json does not describe the experiment the checkpoint of iteration 2 in .*checkpoint was written by "
+        r"\(it was edited or replaced after the run started\)",
+        setup=edited("run.json", lambda data: data.replace(b'"seed": 0', b'"seed": 7'))),
+    Row("resume after a metrics record was deleted", ["--resume"], 2,
+        r"metrics\.jsonl holds 1 records, but the checkpoint of iteration 2 in .* was written after 2: records "
+        r"were deleted; cannot resume",
+        setup=edited("metrics.jsonl", lambda data: data.splitlines(keepends=True)[0])),
+    Row("resume after a metrics record was edited", ["--resume"], 2,
+        r"the first 2 records of .*metrics\.jsonl are not those the checkpoint of iteration 2 .* was written after "
+        r"\(the file was edited\)",
+        setup=edited("metrics.jsonl", lambda data: data.replace(b'"env_steps": 64}', b'"env_steps": 65}'))),
+    Row("resume with a negative num_records", ["--resume"], 2,
+        r"checkpoint record .*meta\.json is corrupted: num_records must be an integer >= 0, got -1",
+        setup=edited_meta(num_records=-1)),
+    Row("resume with a fractional num_records", ["--resume"], 2,
+        r"num_records must be an integer >= 0, got 2\.5", setup=edited_meta(num_records=2.5)),
+    Row("resume with the record's iteration edited", ["--resume"], 2,
+        r"meta\.json is corrupted: its checksum does not match its fields \(the record was edited or damaged\)",
+        setup=edited_meta(iteration=3)),
+    Row("resume with a record of a newer format", ["--resume"], 2,
+        r"meta\.json is corrupted: format 3, where this gsbpolicy writes and reads 2", setup=edited_meta(format=3)),
+    Row("resume with a bit flipped in state.safetensors", ["--resume"], 2,
+        r"checkpoint file .*state\.safetensors is corrupted: its sha256 is not the one its record holds \(a "
+        r"flipped bit, or a partial copy\); cannot resume",
+        setup=edited("checkpoint/state.safetensors", flip_bit)),
+    Row("resume with state.safetensors deleted", ["--resume"], 2,
+        r"checkpoint file .*state\.safetensors is missing or unreadable",
+        setup=lambda run: (started_run(run), (run / "checkpoint" / "state.safetensors").unlink())),
+    Row("resume with a deeply nested meta.json", ["--resume"], 2,
+        r"meta\.json is nested too deeply to be a file this tool wrote",
+        setup=corrupt("checkpoint/meta.json", "[" * 100_000 + "]" * 100_000)),
+    Row("resume with a run.json that is not UTF-8", ["--resume"], 2,
+        r"run\.json is not UTF-8 text \(byte 0\); the file is corrupted; cannot resume",
+        setup=corrupt("run.json", b"\xff\xfe{}")),
+    # No write follows a link: a link planted where a trainer writes is refused before anything is written.
+    Row("run.lock is a link to a user's file", [], 2,
+        r"run\.lock is a symbolic link \(to .*precious\.txt\); refusing to write through it: remove the link",
+        setup=link_to_user_file("run.lock")),
+    Row("metrics.jsonl is a link to a user's file", ["--resume"], 2,
+        r"metrics\.jsonl is a symbolic link \(to .*precious\.txt\); refusing to write through it",
+        setup=link_to_user_file("metrics.jsonl", resume=True)),
+    Row("run.json is a link to a user's file", ["--resume"], 2,
+        r"run\.json is a symbolic link", setup=link_to_user_file("run.json", resume=True)),
+    Row("the checkpoint folder is a link", ["--resume"], 2,
+        r"checkpoint is a symbolic link \(to .*elsewhere\)", setup=link_to_user_folder("checkpoint")),
+    Row("the policy folder is a link", ["--resume"], 2,
+        r"policy is a symbolic link \(to .*elsewhere\)", setup=link_to_user_folder("policy")),
+    # Wrong arguments, refused up front.
+    Row("empty --output-dir", ["--output-dir", ""], 2,
+        r"--output-dir must be a folder for the run \(not empty: that would write the run into the current folder\)"),
+    Row("empty --env", ["--env", ""], 2, r"^error: --env must name an env \(a Gymnasium id or a Playground task "
+        r"name\), got ''$"),
+    Row("negative KL coefficient", ["--algo.kl-coef", "-0.1"], 2, r"--algo\.kl-coef must be >= 0, got -0\.1"),
+    Row("reference mix above 1", ["--algo.ref-mix", "1.5"], 2, r"--algo\.ref-mix must be in \[0, 1\], got 1\.5"),
+    Row("zero step clip", ["--algo.step-clip", "0"], 2, r"--algo\.step-clip must be > 0, got 0\.0"),
+    Row("negative PPO clip", ["--algo.clip", "-0.2"], 2, r"--algo\.clip must be > 0 ", "gaussian_ppo"),
+    Row("DPPO clamp with its bounds swapped", ["--algo.log-prob-clamp", "2", "-5"], 2,
+        r"--algo\.log-prob-clamp must be LOW HIGH with LOW < HIGH, got \(2\.0, -5\.0\)", "dppo"),
+    Row("FPO with no Monte Carlo samples", ["--algo.num-samples", "0"], 2, r"--algo\.num-samples must be >= 1",
+        "fpo"),
+    Row("GenPO negative compression", ["--algo.compress-coef", "-1"], 2, r"--algo\.compress-coef must be >= 0",
+        "genpo"),
+    Row("SB3 negative entropy bonus", ["--algo.entropy-coef", "-0.01"], 2,
+        r"--algo\.entropy-coef must be >= 0 \(a bonus\)", "ppo"),
+    Row("budget below one iteration", ["--total-steps", "10"], 2,
+        r"--total-steps must be at least one iteration \(64 env steps: --rollout\.num-envs x "
+        r"--rollout\.unroll-length x --rollout\.unrolls-per-iteration\), got 10"),
+    Row("budget past the step counters' range", ["--total-steps", str(2**31)], 2,
+        r"--total-steps must be below 2\*\*31 = 2,147,483,648 env steps"),
+    Row("--seeds with no seed", ["--env", "CartpoleBalance", "--seeds"], 2,
+        r"^error: --seeds needs at least one value \(or leave it out\)$"),
+    Row("absurd number of evaluation episodes", ["--eval.episodes", "1000000000"], 2,
+        r"--eval\.episodes must be between 1 and 10,000, got 1000000000"),
+    Row("absurd number of evaluation envs", ["--eval.num-envs", "10000000"], 2,
+        r"--eval\.num-envs must be between 1 and 65,536"),
+    Row("--init-from a URL", ["--init-from", "https://huggingface.co/org/policy"], 2,
+        r"--init-from: expected a policy folder or a Hub repo id ORG/NAME, got the URL "
+        r"'https://huggingface\.co/org/policy': pass the repo id \('org/policy'\)"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
@@ -375,7 +511,7 @@ def test_sb3_trainer_has_one_writer_too(live_run, capsys):
 
     run, pid = live_run
     with pytest.raises(SystemExit) as exit_info:
-        main([*TINY[:2], "--output-dir", str(run), "--resume"])
+        main([*TINY[:6], "--output-dir", str(run), "--resume"])
     assert exit_info.value.code == 2 and f"(PID {pid})" in capsys.readouterr().err
 
 

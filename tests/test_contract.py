@@ -99,10 +99,14 @@ def test_a_killed_run_resumes(finished, tmp_path, monkeypatch, capsys):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(RunLifecycle, "iteration_done", killed_in_third_iteration)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SystemExit) as stop:  # Ctrl-C: one line, exit 130
         _main(name)([*TINY, "--output-dir", str(out)])
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == (
+        f"error: interrupted (Ctrl-C) at iteration 3 of 3; the checkpoint of iteration 2 is kept in "
+        f"{out / 'checkpoint'}: continue with the same command and --resume\n"
+    )
     monkeypatch.setattr(RunLifecycle, "iteration_done", original)
-    capsys.readouterr()
     _main(name)([*TINY, "--output-dir", str(out), "--resume"])
     closing = capsys.readouterr().out
     assert (

@@ -43,7 +43,8 @@ from trainers.presets import with_fields
 root = Path(sys.argv[1])
 base = with_fields(
     playground_preset("tests.jax_point_mass:PointMass"), total_steps=4 * 8 * 10,
-    rollout={"num_envs": 8, "unroll_length": 10, "num_minibatches": 2, "epochs": 2, "episode_length": 30},
+    rollout={"num_envs": 8, "unroll_length": 10, "unrolls_per_iteration": 1, "num_minibatches": 2, "epochs": 2,
+             "episode_length": 30},
     policy={"num_steps": 2, "width": 8, "depth": 1}, critic={"width": 8, "depth": 1},
     eval={"num_envs": 2}, log={"progress": False},
 )
@@ -71,11 +72,12 @@ def layout(t):
 
 out = {}
 two = trainer("two", 2)
+two.lifecycle.begin(two)  # run.json and the metrics log, which the checkpoint vouches for
 out["two"], out["two_layout"] = iterate(two, 2), layout(two)
 two.lifecycle.save_checkpoint(two)
 one = trainer("one", 1)
 out["one"] = iterate(one, 4)
-shutil.copytree(root / "two" / "checkpoint", root / "resumed" / "checkpoint")
+shutil.copytree(root / "two", root / "resumed", ignore=shutil.ignore_patterns("run.lock"))
 resumed = trainer("resumed", 1, resume=True)
 assert resumed.lifecycle.restore(resumed)
 out["resumed_iteration"], out["resumed_layout"] = int(resumed.state.iteration), layout(resumed)

@@ -204,7 +204,7 @@ def test_presets_follow_the_paper_tables():
     assert gy.rollout.batch_size * gy.rollout.unroll_length == 6144 and gy.rollout.num_minibatches == 4
     hum = gym_preset("Humanoid-v5")
     assert hum.rollout.num_minibatches == 6 and hum.rollout.batch_size * hum.rollout.unroll_length == 4080
-    with pytest.raises(ValueError, match="flow_mix"):
+    with pytest.raises(ValueError, match="flow-mix"):
         with_fields(gy, algo={"flow_mix": 1.5}).validate()
 
 

@@ -166,11 +166,15 @@ def test_bad_init_is_one_line(case, pretrained, tmp_path, capsys):
         argv, expected = [*TINY_FLAGS, "--init-from", str(_gaussian_folder(tmp_path))], "a gaussian policy"
     elif case in ("gaussian_ppo", "genpo"):
         main = {"gaussian_ppo": gaussian_ppo.main, "genpo": genpo.main}[case]
-        argv, expected = ["--total-steps", "128", "--init-from", folder], "not a flow policy"
+        argv, expected = ["--total-steps", "1024", "--init-from", folder], "not a flow policy"
     elif case == "ppo":
         from trainers import ppo
 
-        main, argv, expected = ppo.main, ["--total-steps", "128", "--init-from", folder], "ppo does not start"
+        main, argv, expected = (
+            ppo.main,
+            ["--total-steps", "1024", "--init-from", folder],
+            "ppo does not start",
+        )
     elif case == "warmup alone":
         argv, expected = [*TINY_FLAGS, "--init.critic-warmup-steps", "64"], "0 without --init-from"
     elif case == "warmup too long":

@@ -264,10 +264,10 @@ def test_genpo_act_pushes_the_keys_doubled_draw_and_stores_its_exact_density():
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"flow_mix": 0.0}, r"^algo.flow_mix must be in \(0, 1\], got 0.0$"),
-        ({"flow_mix": 1.01}, r"^algo.flow_mix must be in \(0, 1\], got 1.01$"),
-        ({"clip": 0.0}, r"^need algo.clip > 0 and algo.compress_coef >= 0, got 0.0, 0.01$"),
-        ({"compress_coef": -0.01}, r"^need algo.clip > 0 and algo.compress_coef >= 0, got 0.2, -0.01$"),
+        ({"flow_mix": 0.0}, r"^--algo.flow-mix must be in \(0, 1\], got 0.0$"),
+        ({"flow_mix": 1.01}, r"^--algo.flow-mix must be in \(0, 1\], got 1.01$"),
+        ({"clip": 0.0}, r"^--algo.clip must be > 0 \(the half-width of PPO's ratio interval\), got 0.0$"),
+        ({"compress_coef": -0.01}, r"^--algo.compress-coef must be >= 0, got -0.01$"),
     ],
 )
 def test_genpo_args_refuse_a_mix_outside_0_1_a_non_positive_clip_and_a_negative_compress(changes, message):

@@ -2,7 +2,6 @@
 against `gsbpolicy.evaluate`, resume, config errors, and the Playground VecEnv adapter."""
 
 import json
-import shutil
 
 import gymnasium
 import jax
@@ -14,6 +13,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from gsbpolicy import GSBPolicy, evaluate
+from trainers._core.checkpoint import load_checkpoint
 from trainers._core.envs import PlaygroundEnv
 from trainers._core.rundir import RunFolderError
 from trainers._core.update import NonFiniteError
@@ -55,7 +55,8 @@ def test_run_folder_matches_the_shared_layout(trained):
     assert {"eval/return_deterministic", "eval/return_stochastic_std"} <= set(records(run_dir)[-1])
     results = json.loads((policy_dir / "results.json").read_text())
     assert set(results) == {"env_id", "algo", "mean", "std", "n_episodes", "returns", "lengths", "deterministic",
-                            "seeds", "eval_seed", "env_steps", "git_commit", "git_dirty", "date"}  # fmt: skip
+                            "seeds", "eval_seed", "env_steps", "git_commit", "git_dirty", "date",
+                            "metrics_sha256"}  # fmt: skip
     assert results["algo"] == "ppo" and results["env_steps"] == 256 and results["n_episodes"] == 2
     suffixes = {p.suffix for p in run_dir.rglob("*") if p.is_file()}
     assert suffixes <= {".json", ".jsonl", ".safetensors", ".lock"}, suffixes  # no zip, no pickle
@@ -99,22 +100,34 @@ def test_sb3_evaluate_policy_and_ours_agree(trained):
     assert list(ours.lengths) == list(sb3_lengths)
 
 
-def test_resume_continues_from_the_checkpoint(trained, tmp_path):
-    trainer, _ = trained
+def test_resume_continues_from_the_checkpoint(tmp_path, monkeypatch):
+    """A 6-iteration run killed in iteration 5 (after its iteration-4 checkpoint) continues from exactly what
+    that checkpoint holds, and ends with one unbroken sequence of records."""
     run_dir = tmp_path / "resumed"
-    shutil.copytree(trainer.run_dir, run_dir, ignore=shutil.ignore_patterns("policy"))
+    args = tiny_args(run_dir, total_steps=6 * 64)
+    original, calls = Sb3Trainer.after_update, []
+
+    def killed_in_fifth_iteration(self, *rest, **options):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return original(self, *rest, **options)
+
+    monkeypatch.setattr(Sb3Trainer, "after_update", killed_in_fifth_iteration)
+    with pytest.raises(KeyboardInterrupt):
+        Sb3Trainer(args).run()
+    monkeypatch.undo()
     with pytest.raises(RunFolderError, match="interrupted run; pass --resume"):
-        Sb3Trainer(tiny_args(run_dir))
-    with pytest.raises(RunFolderError, match="--total-steps 256 -> 384"):
-        Sb3Trainer(tiny_args(run_dir, total_steps=6 * 64, resume=True))
-    # The folder of a 6-iteration run killed after its iteration-4 checkpoint: run.json says 384 steps.
-    run = json.loads((run_dir / "run.json").read_text())
-    (run_dir / "run.json").write_text(json.dumps({**run, "args": {**run["args"], "total_steps": 6 * 64}}))
-    resumed = Sb3Trainer(tiny_args(run_dir, total_steps=6 * 64, resume=True))
+        Sb3Trainer(args)
+    with pytest.raises(RunFolderError, match="--total-steps 384 -> 512"):
+        Sb3Trainer(tiny_args(run_dir, total_steps=8 * 64, resume=True))
+    resumed = Sb3Trainer(with_fields(args, resume=True))
     resumed.lifecycle.restore(resumed)
-    for name, value in trainer.model.policy.state_dict().items():
-        np.testing.assert_array_equal(resumed.model.policy.state_dict()[name], value)
-    np.testing.assert_array_equal(resumed.normalizer.obs_rms.mean, trainer.normalizer.obs_rms.mean)
+    saved, _ = load_checkpoint(run_dir / "checkpoint", resumed.checkpoint_trees())
+    for name, tree in resumed.checkpoint_trees().items():
+        for got, want in zip(jax.tree.leaves(tree), jax.tree.leaves(saved[name]), strict=True):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert resumed.iteration == 4
     resumed.run()
     train = [r for r in records(run_dir) if r["type"] == "train"]
     assert [r["iteration"] for r in train] == [1, 2, 3, 4, 5, 6] and train[-1]["env_steps"] == 384

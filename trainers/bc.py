@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsbpolicy import GSBPolicy, evaluate, make_policy, save_policy
-from gsbpolicy.cli import FAILURE, USAGE, MissingExtraError, require_extra
+from gsbpolicy.cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
 from gsbpolicy.files import atomic_write_text
 
 from ._core.bridge_matching import bridge_matching_loss, fit
@@ -37,6 +37,7 @@ from ._core.rundir import RunFolderError, open_run_folder
 from ._core.runlog import write_run_json
 
 ALGO = "bc"
+KEPT = "no policy was written: the same command with --resume fits it again"
 ACTION_EDGE = 1e-3
 """Demonstrated actions on a tanh squash's bounds are pulled this far inside [-1, 1] before the inverse
 tanh (arctanh(1 - 1e-3) = 3.8), so that saturated actions give finite targets."""
@@ -94,7 +95,13 @@ def load_dataset(source: str):
         data = path / "data" if (path / "data" / "metadata.json").is_file() else path
         if not (data / "metadata.json").is_file():
             raise ValueError(f"--dataset {source}: not a Minari dataset folder (no data/metadata.json)")
-        return minari.MinariDataset(data)
+        try:
+            return minari.MinariDataset(data)
+        except (OSError, KeyError, ValueError, TypeError, RecursionError) as err:  # damaged metadata or data
+            raise ValueError(
+                f"--dataset {source}: cannot be read ({type(err).__name__}: {' '.join(str(err).split())}); its "
+                "files are truncated or corrupted"
+            ) from None
     if path.exists() or source.startswith((".", "/", "~")):
         raise ValueError(f"--dataset {source}: no such dataset folder")
     try:
@@ -116,14 +123,57 @@ def demonstrations(dataset) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(
                 f"the dataset's {name} space is {space}; behaviour cloning needs flat Box spaces"
             )
-    episodes = list(dataset.iterate_episodes())
+    try:
+        episodes = list(dataset.iterate_episodes())
+    except (OSError, KeyError, ValueError) as err:  # h5py's answers to a truncated or damaged file
+        raise ValueError(
+            f"the dataset's episodes cannot be read ({' '.join(str(err).split())}): its data file is truncated or "
+            "corrupted; record the dataset again"
+        ) from None
     if not episodes:
         raise ValueError("the dataset holds no episodes")
+    for ep in episodes:
+        o, a = np.shape(ep.observations), np.shape(ep.actions)
+        if (
+            len(o) != 2
+            or len(a) != 2
+            or o[0] != a[0] + 1
+            or (o[1], a[1]) != (obs_dim(dataset), act_dim(dataset))
+        ):
+            raise ValueError(
+                f"the dataset's episode {ep.id} has observations of shape {o} and actions of shape {a}, not "
+                f"(T + 1, {obs_dim(dataset)}) and (T, {act_dim(dataset)}): the dataset is corrupted"
+            )
     obs = np.concatenate([ep.observations[:-1] for ep in episodes]).astype(np.float32)
     actions = np.concatenate([ep.actions for ep in episodes]).astype(np.float32)
+    # The same checks as a policy's observation statistics get on load: the normaliser is fitted to these.
     if not (np.isfinite(obs).all() and np.isfinite(actions).all()):
         raise ValueError("the dataset holds NaN or inf observations or actions")
+    check_actions_in_bounds(actions, dataset.action_space)
     return obs, actions
+
+
+def obs_dim(dataset) -> int:
+    return dataset.observation_space.shape[0]
+
+
+def act_dim(dataset) -> int:
+    return dataset.action_space.shape[0]
+
+
+def check_actions_in_bounds(actions: np.ndarray, space) -> None:
+    """Demonstrated actions must lie in the dataset's action space, up to 1% of its range: further out, they are
+    in other units than the space says, and fitting their clipped values would imitate something else."""
+    low, high = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
+    slack = 0.01 * np.where(np.isfinite(high - low), high - low, np.inf)
+    outside = (actions < low - slack) | (actions > high + slack)
+    if outside.any():
+        worst = np.argwhere(outside)[0].tolist()
+        raise ValueError(
+            f"the dataset holds {int(outside.sum())} action values outside its action space [{low.tolist()}, "
+            f"{high.tolist()}] (e.g. {float(actions[tuple(worst)]):.4g} at transition {worst[0]}, dimension "
+            f"{worst[1]}): the actions are not in the space's units"
+        )
 
 
 def dataset_env_id(dataset) -> str | None:
@@ -184,7 +234,10 @@ def train(args: Args) -> Path:
     require_extra("bc", ["minari", "h5py"], "python -m trainers.bc")
     dataset = load_dataset(args.dataset)
     args = resolve(args, dataset)
-    obs, actions = demonstrations(dataset)
+    try:
+        obs, actions = demonstrations(dataset)
+    except ValueError as err:
+        raise ValueError(f"--dataset {args.dataset}: {err}") from None
     env = gymnasium.make(args.env)
     try:
         check_spaces(dataset, env, args.env)
@@ -237,6 +290,10 @@ def main(argv=None) -> Path:
         fail(str(err), USAGE)
     except (MissingExtraError, FloatingPointError) as err:
         fail(str(err), FAILURE)
+    except KeyboardInterrupt:
+        fail(f"interrupted (Ctrl-C); {KEPT}", INTERRUPTED)
+    except OSError as err:
+        fail(f"{write_failure(err)}; {KEPT}", FAILURE)
     print(closing_lines(policy_dir, FLOW_POLICY_HINT))
     print(
         f"  fine-tune it: python -m trainers.gsb_mdpo --env {args.env or '<the dataset env>'} --init-from {policy_dir}"

@@ -10,6 +10,7 @@ place whole, so an interrupted collection leaves no half dataset. Needs the `bc`
 """
 
 import dataclasses
+import os
 import re
 import shutil
 import tempfile
@@ -20,7 +21,9 @@ from typing import Annotated
 import numpy as np
 import tyro
 
-from gsbpolicy.cli import FAILURE, USAGE, MissingExtraError, require_extra
+from gsbpolicy import HubRequestError
+from gsbpolicy.cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
+from gsbpolicy.gym import check_spaces
 
 from ._core.cli import fail, tyro_cli
 
@@ -50,6 +53,10 @@ class Args:
     """Replace a non-empty --out folder that holds a Minari dataset."""
 
 
+KEPT = "no dataset was written, and an earlier --out is as it was"
+"""What an interrupted or failed collection leaves: the dataset is built aside and moved into place whole."""
+
+
 def dataset_id(args: Args, env_id: str) -> str:
     env_name = re.sub(r"-v\d+$", "", env_id.rpartition(":")[2])
     return args.dataset_id or f"gsbpolicy/{env_name}/demos-v0"
@@ -64,6 +71,10 @@ def check_args(args: Args) -> None:
     if not 0 <= args.seed < 2**31:
         raise ValueError(f"--seed must be in [0, 2**31), got {args.seed}")
     out = args.out
+    if str(out).strip() in ("", "."):
+        raise ValueError(f"--out must name a dataset folder, got {str(out)!r}")
+    if out.is_symlink():
+        raise ValueError(f"--out {out} is a symbolic link (to {os.readlink(out)}); give the folder itself")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
     if out.is_dir() and any(out.iterdir()):
@@ -75,10 +86,12 @@ def check_args(args: Args) -> None:
 
 def load_policy_arg(name: str):
     """The policy POLICY names; a ValueError with the reason if it cannot be loaded."""
-    from gsbpolicy import GSBPolicy, PolicyFormatError
+    from gsbpolicy import GSBPolicy, HubRequestError, PolicyFormatError
 
     try:
         return GSBPolicy.from_pretrained(name)
+    except HubRequestError:  # the Hub failed, not the argument: main() says so with exit 1
+        raise
     except (OSError, PolicyFormatError, ValueError) as err:  # missing folder, bad files, Hub errors
         raise ValueError(f"cannot load the policy {name}: {err}") from None
 
@@ -92,29 +105,9 @@ def make_env(env_id: str):
         raise ValueError(f"cannot make the env {env_id!r}: {err}") from None
 
 
-def check_env(policy, env, env_id: str) -> None:
-    """The env's spaces must be the policy's: the same observation size, action size and bounds."""
-    obs_shape, act_space = env.observation_space.shape, env.action_space
-    spec = policy.spec
-    if obs_shape != (spec.obs_dim,):
-        raise ValueError(
-            f"the policy takes observations of shape ({spec.obs_dim},), {env_id} gives {obs_shape}"
-        )
-    if act_space.shape != (spec.act_dim,):
-        raise ValueError(f"the policy acts in {spec.act_dim} dimensions, {env_id} in {act_space.shape}")
-    bounds = policy.action_space
-    if not (np.allclose(bounds.low, act_space.low) and np.allclose(bounds.high, act_space.high)):
-        raise ValueError(
-            f"the policy's action bounds [{bounds.low}, {bounds.high}] are not {env_id}'s "
-            f"[{act_space.low}, {act_space.high}]"
-        )
-
-
 def record(policy, env, args: Args, env_id: str, staging: Path):
     """Run the episodes through a `DataCollector` and write the dataset into `staging`; per-episode
     returns."""
-    import os
-
     from minari import DataCollector
 
     # Minari writes under $MINARI_DATASETS_PATH; pointing it at the staging folder keeps the user's
@@ -168,7 +161,7 @@ def collect(args: Args) -> np.ndarray:
         raise ValueError(f"the policy {args.policy} records no env id; pass --env")
     env = make_env(env_id)
     try:
-        check_env(policy, env, env_id)
+        check_spaces(policy, env, env_id)
         out = args.out.absolute()  # Minari mishandles relative dataset roots
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
@@ -187,8 +180,12 @@ def main(argv=None) -> None:
         returns = collect(args)
     except ValueError as err:
         fail(str(err), USAGE)
-    except MissingExtraError as err:
+    except (MissingExtraError, HubRequestError) as err:
         fail(str(err), FAILURE)
+    except KeyboardInterrupt:
+        fail(f"interrupted (Ctrl-C); {KEPT}", INTERRUPTED)
+    except OSError as err:
+        fail(f"{write_failure(err)}; {KEPT}", FAILURE)
     print(
         f"recorded {returns.size} episodes, return {returns.mean():.1f} +/- {returns.std():.1f}, to {args.out}"
         f"\n  fit a flow policy to them: python -m trainers.bc --dataset {args.out}"

@@ -45,7 +45,7 @@ from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy, sample_noi
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_train
 from ._core.cli import run_cli
-from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
+from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 from .registry import get_algo
 
@@ -79,6 +79,20 @@ class DppoArgs:
     ddpm: bool = False
     """DDPM eps-prediction on the cosine schedule (sets `PolicySpec.parameterization="ddpm"`; the
     per-step std floor is `policy.sigma_min`)."""
+
+    def validate(self) -> None:
+        require(self.clip > 0, "algo.clip", "> 0 (the half-width of PPO's ratio interval)", self.clip)
+        require(0 < self.denoise_gamma <= 1, "algo.denoise_gamma", "in (0, 1]", self.denoise_gamma)
+        require(
+            self.noise_clip is None or self.noise_clip > 0,
+            "algo.noise_clip",
+            "> 0 (or None)",
+            self.noise_clip,
+        )
+        clamp = self.log_prob_clamp
+        require(
+            clamp is None or clamp[0] < clamp[1], "algo.log_prob_clamp", "LOW HIGH with LOW < HIGH", clamp
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,7 @@ from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy, sample_noi
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_train
 from ._core.cli import run_cli
-from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
+from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 from .registry import get_algo
 
@@ -56,6 +56,16 @@ class FpoArgs:
     """Feed the network 1 - t, the FPO reference's time (sets `PolicySpec.time_reversed`)."""
     clip_iterates: bool = False
     """Clip every Euler iterate to [-1, 1] (FlowRL's `clip_sampler`; sets `PolicySpec.clip_iterates`)."""
+
+    def validate(self) -> None:
+        require(self.num_samples >= 1, "algo.num_samples", ">= 1", self.num_samples)
+        require(self.clip > 0, "algo.clip", "> 0 (the half-width of PPO's ratio interval)", self.clip)
+        require(
+            self.additive_noise >= 0,
+            "algo.additive_noise",
+            ">= 0 (a standard deviation)",
+            self.additive_noise,
+        )
 
 
 @dataclasses.dataclass(frozen=True)

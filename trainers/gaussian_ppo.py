@@ -21,7 +21,7 @@ from gsbpolicy import GaussianActor, GaussianSpec, GSBPolicy
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_train
 from ._core.cli import run_cli
-from ._core.config import CriticArgs, OptimArgs, RolloutArgs, TrainArgs
+from ._core.config import CriticArgs, OptimArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 from .registry import get_algo
 
@@ -49,6 +49,12 @@ class GaussianPpoArgs:
     """Initial log std for std="param" (0: std 1, as SB3 and FlowRL)."""
     min_std: float = 1e-3
     """Floor added to the softplus std for std="state" (Brax)."""
+
+    def validate(self) -> None:
+        require(self.clip > 0, "algo.clip", "> 0 (the half-width of PPO's ratio interval)", self.clip)
+        require(self.entropy_coef >= 0, "algo.entropy_coef", ">= 0 (a bonus)", self.entropy_coef)
+        require(self.depth >= 0, "algo.depth", ">= 0", self.depth)
+        require(self.min_std > 0, "algo.min_std", "> 0", self.min_std)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from gsbpolicy import GenPOFlow, GSBPolicy, make_genpo, prior_log_prob
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_train
 from ._core.cli import run_cli
-from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
+from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 from .registry import get_algo
 
@@ -42,21 +42,15 @@ class GenPOArgs:
     entropy is a constant, so this term only pushes pi_theta away from pi_old (see `GenPO.actor_loss`)."""
 
     def validate(self) -> None:
-        if not 0 < self.flow_mix <= 1:
-            raise ValueError(f"algo.flow_mix must be in (0, 1], got {self.flow_mix}")
-        if self.clip <= 0 or self.compress_coef < 0:
-            raise ValueError(
-                f"need algo.clip > 0 and algo.compress_coef >= 0, got {self.clip}, {self.compress_coef}"
-            )
+        require(0 < self.flow_mix <= 1, "algo.flow_mix", "in (0, 1]", self.flow_mix)
+        require(self.clip > 0, "algo.clip", "> 0 (the half-width of PPO's ratio interval)", self.clip)
+        require(self.compress_coef >= 0, "algo.compress_coef", ">= 0", self.compress_coef)
+        require(self.entropy_coef >= 0, "algo.entropy_coef", ">= 0 (a bonus)", self.entropy_coef)
 
 
 @dataclasses.dataclass(frozen=True)
 class Args(TrainArgs):
     algo: GenPOArgs = GenPOArgs()
-
-    def validate(self) -> None:
-        super().validate()
-        self.algo.validate()
 
 
 class GenPOExtras(NamedTuple):

@@ -22,7 +22,7 @@ from gsbpolicy import FlowPolicy, GSBPolicy, sample_noise
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_train
 from ._core.cli import run_cli
-from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs
+from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 from .registry import get_algo
 
@@ -39,6 +39,14 @@ class GsbMdpoArgs:
     """c_step: clip of each generation step's log-ratio (eq. 19)."""
     path_clip: float = 0.4
     """c_path: clip of the summed path log-ratio (eq. 19)."""
+
+    def validate(self) -> None:
+        # lambda >= 0: a negative KL weight would reward moving away from the old policy (0 is the ablation);
+        # eta mixes two drifts (eq. 17); the clips are half-widths of intervals (eq. 19).
+        require(self.kl_coef >= 0, "algo.kl_coef", ">= 0", self.kl_coef)
+        require(0 <= self.ref_mix <= 1, "algo.ref_mix", "in [0, 1]", self.ref_mix)
+        require(self.step_clip > 0, "algo.step_clip", "> 0", self.step_clip)
+        require(self.path_clip > 0, "algo.path_clip", "> 0", self.path_clip)
 
 
 @dataclasses.dataclass(frozen=True)

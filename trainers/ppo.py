@@ -29,7 +29,7 @@ from gsbpolicy import GaussianActor, GSBPolicy, save_policy  # noqa: E402
 
 from ._core import api, compile_cache  # noqa: E402
 from ._core.cli import train_main  # noqa: E402
-from ._core.config import CriticArgs, OptimArgs, TrainArgs  # noqa: E402
+from ._core.config import CriticArgs, OptimArgs, TrainArgs, require  # noqa: E402
 from ._core.envs import make_evaluator  # noqa: E402
 from ._core.init_from import refuse as refuse_init  # noqa: E402
 from ._core.lifecycle import Learner, RunLifecycle  # noqa: E402
@@ -68,6 +68,12 @@ class Sb3PpoArgs:
     rl-baselines3-zoo's `normalize: true`); the reported returns stay in the task's units."""
     torch_threads: int = 1
     """torch intra-op threads. 1 suits these small MLPs: more threads mostly add synchronisation and contend with env stepping."""
+
+    def validate(self) -> None:
+        require(self.clip > 0, "algo.clip", "> 0 (the half-width of PPO's ratio interval)", self.clip)
+        require(self.entropy_coef >= 0, "algo.entropy_coef", ">= 0 (a bonus)", self.entropy_coef)
+        require(self.depth >= 0, "algo.depth", ">= 0", self.depth)
+        require(self.torch_threads >= 1, "algo.torch_threads", ">= 1", self.torch_threads)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,11 +4,18 @@ A checkpoint is a folder written next to its final place and swapped in with ren
 any moment leaves either the previous checkpoint or the new one, never a mix. Loading needs a skeleton of
 the same structure (the freshly initialised training state) and checks every tensor's shape and dtype.
 
+The record (meta.json) is written last and vouches for the rest: it holds the SHA-256 of every tensor file
+(`files`) and a checksum of its own fields (`checksum`), so a flipped bit in a tensor file, an edited or
+truncated record, or a counter that is negative or not an integer is refused with the reason instead of being
+resumed. Records written before these fields existed (no `format`) are read with the field checks alone.
+
 Tensors are stored whole (gathered from every device and process), never per device: a checkpoint does not
 depend on how many devices wrote it, and the trainer lays it out on its own mesh when it loads it.
 """
 
 import json
+import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -18,11 +25,17 @@ import jax.numpy as jnp
 import numpy as np
 import safetensors.numpy
 
+from gsbpolicy.files import canonical_sha256, loads_json, naming, sha256_bytes
+
 from .distributed import is_main_process, to_host
 
 META = "meta.json"
 META_FIELDS = ("iteration", "env_steps", "num_records", "elapsed")
 """What every checkpoint record holds (trainers may add their own fields)."""
+FORMAT = 2
+"""The record's format: 2 adds `files` and `checksum` (and the lifecycle's `metrics_sha256`, `experiment_sha256`)."""
+INTEGRITY_FIELDS = ("format", "files", "checksum", "metrics_sha256", "experiment_sha256")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class CheckpointError(ValueError):
@@ -95,22 +108,38 @@ def write_checkpoint(directory: Path, trees: dict[str, Any], meta: dict) -> None
     if not is_main_process():
         return
     tmp = _pending(Path(directory))
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    with naming(tmp):
+        _remove(tmp)
+        tmp.mkdir(parents=True)
+    files = {}
     for name, arrays in tensors.items():
-        safetensors.numpy.save_file(arrays, tmp / f"{name}.safetensors")
-    (tmp / META).write_text(json.dumps(meta, indent=1))
+        data = safetensors.numpy.save(arrays)
+        with naming(tmp / f"{name}.safetensors"):
+            (tmp / f"{name}.safetensors").write_bytes(data)
+        files[f"{name}.safetensors"] = sha256_bytes(data)
+    record = {**meta, "format": FORMAT, "files": files}
+    record["checksum"] = canonical_sha256(record)
+    with naming(tmp / META):
+        (tmp / META).write_text(json.dumps(record, indent=1))
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder (or a link, or a file) left at `path`, never following a link into what it points at."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def commit_checkpoint(directory: Path) -> None:
     """Make the complete pending checkpoint the current one with two renames (process 0 only)."""
     directory = Path(directory)
     old = directory.with_name(directory.name + ".old")
-    if directory.exists():
-        shutil.rmtree(old, ignore_errors=True)
+    if directory.exists() or directory.is_symlink():
+        _remove(old)
         directory.rename(old)
     _pending(directory).rename(directory)
-    shutil.rmtree(old, ignore_errors=True)
+    _remove(old)
 
 
 def pending_iteration(directory: Path) -> int | None:
@@ -132,16 +161,81 @@ def find_checkpoint(directory: Path) -> Path | None:
 
 
 def read_meta(directory: Path) -> dict:
-    """A checkpoint's JSON record; `CheckpointError` naming the file if it does not parse or lacks a field."""
+    """A checkpoint's JSON record, checked (module docstring); `CheckpointError` naming the file and the
+    problem otherwise."""
     path = Path(directory) / META
     try:
-        meta = json.loads(path.read_text())
-        missing = [name for name in META_FIELDS if name not in meta]
-    except (OSError, ValueError, TypeError) as err:
-        raise CheckpointError(f"checkpoint record {path} is corrupted ({type(err).__name__}: {err})") from err
-    if missing:
-        raise CheckpointError(f"checkpoint record {path} is corrupted: it lacks {missing}")
+        meta = loads_json(path.read_bytes(), str(path))
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) else str(err)
+        raise CheckpointError(f"checkpoint record {path} is corrupted ({reason})") from None
+    problem = _record_problem(meta)
+    if problem:
+        raise CheckpointError(f"checkpoint record {path} is corrupted: {problem}")
     return meta
+
+
+def _counter(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _record_problem(meta) -> str | None:
+    """What is wrong with a parsed checkpoint record, or None."""
+    if not isinstance(meta, dict):
+        return f"it holds {type(meta).__name__}, not a JSON object"
+    missing = [name for name in META_FIELDS if name not in meta]
+    if missing:
+        return f"it lacks {missing}"
+    for name in ("iteration", "env_steps", "num_records"):
+        if not _counter(meta[name]):
+            return f"{name} must be an integer >= 0, got {meta[name]!r}"
+    elapsed = meta["elapsed"]
+    if (
+        isinstance(elapsed, bool)
+        or not isinstance(elapsed, int | float)
+        or not (math.isfinite(elapsed) and elapsed >= 0)
+    ):
+        return f"elapsed must be a number of seconds >= 0, got {elapsed!r}"
+    if "format" not in meta:  # written before the integrity fields: they cannot be there alone
+        present = [name for name in INTEGRITY_FIELDS if name in meta]
+        return f"it has {present} but no format" if present else None
+    if meta["format"] != FORMAT:
+        return f"format {meta['format']!r}, where this gsbpolicy writes and reads {FORMAT}"
+    files = meta.get("files")
+    if not isinstance(files, dict) or not all(
+        isinstance(v, str) and _SHA256.fullmatch(v) for v in files.values()
+    ):
+        return "its files entry is not a table of SHA-256 hashes"
+    if meta.get("checksum") != canonical_sha256({k: v for k, v in meta.items() if k != "checksum"}):
+        return "its checksum does not match its fields (the record was edited or damaged)"
+    return None
+
+
+def checked_bytes(path: Path, meta: dict) -> bytes:
+    """The bytes of a checkpoint's tensor file, checked against the SHA-256 its record holds (records written
+    before the hashes existed hold none)."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CheckpointError(f"checkpoint file {path} is missing or unreadable ({err.strerror})") from None
+    recorded = meta["files"].get(path.name) if "format" in meta else sha256_bytes(data)
+    if recorded != sha256_bytes(data):
+        why = (
+            "its record lists no such file"
+            if recorded is None
+            else "its sha256 is not the one its record holds"
+        )
+        raise CheckpointError(
+            f"checkpoint file {path} is corrupted: {why} (a flipped bit, or a partial copy)"
+        )
+    return data
+
+
+def verify_files(directory: Path, meta: dict) -> None:
+    """Every tensor file the record lists is there and unchanged (`checked_bytes`): checked when a resume is
+    asked for, before the run builds anything."""
+    for name in meta.get("files", {}):
+        checked_bytes(Path(directory) / name, meta)
 
 
 def load_checkpoint(directory: Path, likes: dict[str, Any]) -> tuple[dict[str, Any], dict]:
@@ -150,9 +244,14 @@ def load_checkpoint(directory: Path, likes: dict[str, Any]) -> tuple[dict[str, A
     trees = {}
     for name, like in likes.items():
         path = directory / f"{name}.safetensors"
+        data = checked_bytes(path, meta)
         try:
-            tensors = safetensors.numpy.load_file(path)
-        except Exception as err:
-            raise CheckpointError(f"checkpoint file {path} is missing or corrupted ({err})") from err
+            tensors = safetensors.numpy.load(data)
+        except BaseException as err:  # safetensors' own error types; a damaged header can make it panic
+            if not isinstance(err, Exception) and type(err).__name__ != "PanicException":
+                raise
+            raise CheckpointError(
+                f"checkpoint file {path} is corrupted ({' '.join(str(err).split())})"
+            ) from None
         trees[name] = tensors_to_tree(tensors, like, str(path))
     return trees, meta

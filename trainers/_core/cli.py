@@ -18,10 +18,13 @@ from typing import NoReturn
 
 import tyro
 
-from gsbpolicy.cli import FAILURE, USAGE, MissingExtraError, OneLineParser, one_line
+from gsbpolicy import HubRequestError
+from gsbpolicy.cli import FAILURE, USAGE, MissingExtraError, OneLineParser, one_line, write_failure
+from gsbpolicy.files import LinkError
 
 from .checkpoint import CheckpointError
 from .config import TrainArgs
+from .stops import out_of_memory, sigterm_raises, stop_signal, where_it_stopped
 from .update import NonFiniteError
 
 Preset = Callable[[str | None], TrainArgs]
@@ -38,6 +41,12 @@ def parse(args_type: type, presets: dict[str, Preset], default_preset: str, desc
     pre.add_argument("--preset", choices=sorted(presets), default=default_preset)
     pre.add_argument("--env", default=None)
     known, rest = pre.parse_known_args(argv)
+    if known.env is not None and not known.env.strip():
+        fail(f"--env must name an env (a Gymnasium id or a Playground task name), got {known.env!r}", USAGE)
+    for flag_name in ("--seeds",):  # tyro reads a list flag with no values as the empty default
+        at = [i for i, arg in enumerate(rest) if arg == flag_name]
+        if any(i + 1 == len(rest) or rest[i + 1].startswith("--") for i in at):
+            fail(f"{flag_name} needs at least one value (or leave it out)", USAGE)
     base = presets[known.preset](known.env)
     if known.env:
         rest = ["--env", known.env, *rest]
@@ -116,21 +125,41 @@ def train_main(
     args_type: type, presets: dict[str, Preset], make_trainer, description: str, argv, load_hint: str
 ):
     """A trainer's `main`: parse (default preset "cpu"), set up the run with `make_trainer(args)`, train, then
-    say where the policy is and how to load it (`load_hint` formatted with the policy folder)."""
+    say where the policy is and how to load it (`load_hint` formatted with the policy folder). Whatever stops
+    the run early (a bad argument, Ctrl-C, SIGTERM, a full disk, out of memory) is one line (`stops`)."""
     args = parse(args_type, presets, "cpu", description, argv)
-    try:
-        trainer = make_trainer(args)
-    except ValueError as err:  # what setting up finds wrong with the arguments: the run folder, device sizes
-        fail(str(err), USAGE)
-    except MissingExtraError as err:
-        fail(str(err), FAILURE)
-    try:
-        result = trainer.run()
-    except (NonFiniteError, CheckpointError) as err:
-        fail(str(err), FAILURE)
+    with sigterm_raises():
+        try:
+            trainer = make_trainer(args)
+        except (
+            ValueError
+        ) as err:  # what setting up finds wrong with the arguments: the run folder, device sizes
+            fail(str(err), USAGE)
+        except BaseException as err:
+            _stopped(err, args, "while setting up the run; nothing was trained")
+        try:
+            result = trainer.run()
+        except BaseException as err:
+            lifecycles = getattr(trainer, "lifecycles", None) or [trainer.lifecycle]
+            _stopped(err, args, where_it_stopped(lifecycles))
     for policy_dir in result if isinstance(result, list) else [result]:  # a seed group: one folder per seed
         print(closing_lines(policy_dir, load_hint))
     return result
+
+
+def _stopped(err: BaseException, args, where: str) -> None:
+    """End the command with one line for every way a run stops that is not a bug; re-raise anything else."""
+    if (signal_stop := stop_signal(err)) is not None:
+        fail(f"{signal_stop[0]} {where}", signal_stop[1])
+    if isinstance(err, NonFiniteError | CheckpointError | MissingExtraError | HubRequestError):
+        fail(str(err), FAILURE)
+    if isinstance(err, LinkError):
+        fail(str(err), FAILURE)
+    if isinstance(err, OSError):
+        fail(f"{write_failure(err)}; stopped {where}", FAILURE)
+    if (memory := out_of_memory(err, args)) is not None:
+        fail(f"{memory}; stopped {where}", FAILURE)
+    raise err
 
 
 def closing_lines(policy_dir: Path, load_hint: str) -> str:

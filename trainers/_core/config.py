@@ -16,6 +16,7 @@ import tyro
 
 from gsbpolicy import PolicySpec, env_kind
 from gsbpolicy.cli import require_extra
+from gsbpolicy.hub import check_policy_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,11 +184,18 @@ class EvalArgs:
     """Episodes of the final deterministic evaluation written to results.json."""
 
     def validate(self) -> None:
-        for name in ("num_evals", "episodes", "num_envs", "final_episodes"):
-            require(getattr(self, name) >= 1, f"eval.{name}", ">= 1", getattr(self, name))
+        for name, most in EVAL_LIMITS.items():
+            value = getattr(self, name)
+            require(1 <= value <= most, f"eval.{name}", f"between 1 and {most:,}", value)
         require(
             self.interval_steps >= 0, "eval.interval_steps", ">= 0 (0: use num_evals)", self.interval_steps
         )
+
+
+EVAL_LIMITS = {"num_evals": 10_000, "episodes": 10_000, "num_envs": 65_536, "final_episodes": 10_000}
+"""The most an evaluation count may be: far above any protocol (the paper evaluates 10 times, 10 or 128 episodes
+each), and low enough that a mistyped count (an extra digit or three) is refused instead of simulating for days
+(each episode is up to 1,000 env steps)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +243,11 @@ class InitArgs:
     def validate(self) -> None:
         require(self.source is None or self.source.strip() != "", "init.source", "a policy folder or Hub id",
                 self.source)  # fmt: skip
+        if self.source is not None:
+            try:
+                check_policy_name(self.source)
+            except ValueError as err:
+                raise ValueError(f"--init-from: {err}") from None
         require(self.critic_warmup_steps >= 0, "init.critic_warmup_steps", ">= 0", self.critic_warmup_steps)
         require(self.source is not None or self.critic_warmup_steps == 0, "init.critic_warmup_steps",
                 "0 without --init-from (a fresh actor has no behaviour to keep)", self.critic_warmup_steps)  # fmt: skip
@@ -293,6 +306,12 @@ class TrainArgs:
     def validate(self) -> None:
         """Raise ValueError naming the first bad field (as its CLI flag), before any work starts."""
         check_finite(self)
+        require(
+            bool(self.env.strip()), "env", "an env id (a Gymnasium id or a Playground task name)", self.env
+        )
+        require(self.output_dir is None or str(self.output_dir).strip() not in ("", "."), "output_dir",
+                "a folder for the run (not empty: that would write the run into the current folder)",
+                None if self.output_dir is None else str(self.output_dir))  # fmt: skip
         require(0 <= self.seed < 2**32, "seed", "in [0, 2**32)", self.seed)
         if self.seeds:
             for seed in self.seeds:
@@ -306,6 +325,16 @@ class TrainArgs:
         require(self.total_steps >= 1, "total_steps", ">= 1", self.total_steps)
         for group in (self.rollout, self.optim, self.policy, self.critic, self.eval, self.log, self.init):
             group.validate()
+        algo = getattr(self, "algo", None)  # each trainer's Args adds its algorithm's group
+        if hasattr(algo, "validate"):
+            algo.validate()
+        per = self.rollout.steps_per_iteration
+        require(self.total_steps >= per, "total_steps",
+                f"at least one iteration ({per:,} env steps: --rollout.num-envs x --rollout.unroll-length x "
+                "--rollout.unrolls-per-iteration)", self.total_steps)  # fmt: skip
+        require(self.num_iterations * per < 2**31, "total_steps",
+                f"below 2**31 = {2**31:,} env steps once rounded up to whole iterations (the step counters are "
+                "32-bit)", self.total_steps)  # fmt: skip
         warmup = self.init.critic_warmup_steps
         # Equal to the budget is allowed: the pretrained policy scored under this run's own protocol (the
         # fine-tuning suites' "pretrained only" column); beyond it is a mistake.

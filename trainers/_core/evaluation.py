@@ -57,7 +57,7 @@ def write_results(policy_dir, *, env_id: str, algo: str, returns, lengths, seed:
     import datetime
     import json
 
-    from gsbpolicy.files import atomic_write_text
+    from gsbpolicy.files import atomic_write_text, sha256_bytes
 
     from .runlog import RUN_JSON
 
@@ -80,6 +80,8 @@ def write_results(policy_dir, *, env_id: str, algo: str, returns, lengths, seed:
         "git_commit": git["commit"],
         "git_dirty": git["dirty"],
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        # The publisher refuses a metrics.jsonl edited after training (it would plot and quote other numbers).
+        "metrics_sha256": sha256_bytes((policy_dir.parent / "metrics.jsonl").read_bytes()),
     }
     atomic_write_text(policy_dir / "results.json", json.dumps(results, indent=2) + "\n")
     return results

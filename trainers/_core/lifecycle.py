@@ -15,11 +15,11 @@ from pathlib import Path
 
 from gsbpolicy.files import atomic_write_text
 
-from .checkpoint import commit_checkpoint, find_checkpoint, load_checkpoint, write_checkpoint
+from .checkpoint import CheckpointError, commit_checkpoint, find_checkpoint, load_checkpoint, write_checkpoint
 from .config import TrainArgs, output_path
 from .evaluation import eval_record, eval_seed, write_results
 from .rundir import open_run_folder
-from .runlog import RunLogger, write_run_json
+from .runlog import RunLogger, experiment_sha256, write_run_json
 from .update import NonFiniteError
 
 
@@ -100,7 +100,9 @@ class RunLifecycle:
         self.due_evals = eval_iterations(args)
         self.num_records, self.elapsed = 0, 0.0
         self.checkpointed = None  # iteration of the last checkpoint written or loaded
+        self.iteration = 0  # iterations done so far: logged and, when due, checkpointed (or loaded)
         self.logger = None
+        self.experiment = None  # run.json's experiment hash, which every checkpoint record carries
 
     def release(self) -> None:
         """Give up the run folder's lock (the end of `run` does it; so does the end of the process)."""
@@ -135,12 +137,20 @@ class RunLifecycle:
         resumed = self.args.resume and self.restore(learner)
         if self.writer:
             (self.run_dir / DIVERGED_FILE).unlink(missing_ok=True)
-            write_run_json(self.run_dir, self.algo, self.args, mesh, group)
+            self.experiment = experiment_sha256(
+                write_run_json(self.run_dir, self.algo, self.args, mesh, group)
+            )
         log = self.args.log
         self.logger = RunLogger(self.run_dir, self.args.num_iterations * self.args.rollout.steps_per_iteration,
                                 log.tensorboard, log.progress, enabled=self.writer)  # fmt: skip
-        if resumed:
-            self.logger.truncate(self.num_records)
+        if self.args.resume:
+            # Metrics always agree with the checkpoint resumed: its records stay, the interrupted attempt's go.
+            # With no checkpoint yet (a stop before the first one), that is all of them: a clean start.
+            dropped = self.logger.truncate(self.num_records)
+            if not resumed and self.writer:
+                print(f"--resume: {self.run_dir} holds no checkpoint yet (the run stopped before its first "
+                      f"one): training starts again from iteration 1, and the {dropped} metrics records of the "
+                      "interrupted attempt are discarded", flush=True)  # fmt: skip
 
     def restore(self, learner: Learner) -> bool:
         """Load the latest checkpoint into `learner` if there is one; returns whether one was loaded."""
@@ -149,8 +159,14 @@ class RunLifecycle:
             return False
         trees, meta = load_checkpoint(directory, learner.checkpoint_trees())
         learner.load_checkpoint(trees, meta)
+        if (learner.iteration, learner.env_steps) != (meta["iteration"], meta["env_steps"]):
+            raise CheckpointError(
+                f"checkpoint record {directory / 'meta.json'} says iteration {meta['iteration']} at "
+                f"{meta['env_steps']} env steps, but its training state is at iteration {learner.iteration}, "
+                f"{learner.env_steps} env steps: the checkpoint is corrupted; cannot resume"
+            )
         self.num_records, self.elapsed = meta["num_records"], meta["elapsed"]
-        self.checkpointed = meta["iteration"]
+        self.checkpointed = self.iteration = meta["iteration"]
         return True
 
     def save_checkpoint(self, learner: Learner) -> None:
@@ -163,7 +179,8 @@ class RunLifecycle:
         the one a resume loads until `commit_checkpoint` (a seed group writes all its seeds' new checkpoints
         before it commits any; see `trainers._core.seed_group`)."""
         meta = {"iteration": learner.iteration, "env_steps": learner.env_steps, **learner.checkpoint_fields(),
-                "num_records": self.num_records, "elapsed": self.elapsed}  # fmt: skip
+                "num_records": self.num_records, "elapsed": self.elapsed,
+                "metrics_sha256": self.logger.metrics_sha256, "experiment_sha256": self.experiment}  # fmt: skip
         write_checkpoint(self.run_dir / "checkpoint", learner.checkpoint_trees(), meta)
         self.checkpointed = meta["iteration"]
 
@@ -190,6 +207,7 @@ class RunLifecycle:
         self.record_iteration(learner, metrics, episodes, seconds)
         if self.checkpoint_due(learner.iteration):
             self.save_checkpoint(learner)
+        self.iteration = learner.iteration
         self.logger.progress(learner.env_steps, self.args.rollout.steps_per_iteration / seconds)
 
     def record_iteration(self, learner: Learner, metrics: dict, episodes: dict, seconds: float) -> None:

@@ -7,15 +7,22 @@ needs cleaning up. The lock file holds the writer's PID, for the message a secon
 """
 
 import fcntl
-import json
+import hashlib
 import os
 from pathlib import Path
 
-from .checkpoint import CheckpointError, find_checkpoint, read_meta
+from gsbpolicy.files import LinkError, open_no_follow, read_json, refuse_link
+
+from .checkpoint import CheckpointError, find_checkpoint, read_meta, verify_files
 from .config import flag
-from .runlog import RUN_JSON, args_record, config_changes, flatten
+from .runlog import RUN_JSON, args_record, config_changes, experiment_sha256, flatten
 
 LOCK_NAME = "run.lock"
+METRICS = "metrics.jsonl"
+WRITTEN = (LOCK_NAME, RUN_JSON, METRICS, "checkpoint", "checkpoint.tmp", "checkpoint.old", "policy",
+           "diverged.json", "tensorboard", "wandb")  # fmt: skip
+"""Everything a trainer writes inside its run folder: none of them may be a symbolic link (a link planted at a
+predictable path would make the trainer write to, truncate or delete what it points at)."""
 
 RESULT_NEUTRAL = (
     "output_dir",
@@ -45,10 +52,14 @@ class RunLock:
     def __init__(self, run_dir: Path):
         path = run_dir / LOCK_NAME
         try:
-            # "a+" keeps the current holder's PID readable until this process owns the lock.
-            self._file = open(path, "a+")  # noqa: SIM115 (held open for the run's life, closed by release)
+            # Opened without truncating, so the current holder's PID stays readable until this process owns
+            # the lock; never through a link (O_NOFOLLOW).
+            fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)
+        except LinkError as err:
+            raise RunFolderError(str(err)) from None
         except OSError as err:
             raise RunFolderError(f"cannot write in the run folder {run_dir} ({err.strerror})") from err
+        self._file = os.fdopen(fd, "r+")
         try:
             fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -76,7 +87,16 @@ def holds_run(run_dir: Path) -> bool:
 
 def holds_started_run(run_dir: Path) -> bool:
     """Something a fresh run must not overwrite: a run `--resume` can continue, or a metrics log alone."""
-    return holds_run(run_dir) or (run_dir / "metrics.jsonl").exists()
+    return holds_run(run_dir) or (run_dir / METRICS).exists()
+
+
+def refuse_links(run_dir: Path) -> None:
+    """RunFolderError if anything a trainer writes in `run_dir` is a symbolic link (`WRITTEN`)."""
+    for name in WRITTEN:
+        try:
+            refuse_link(run_dir / name)
+        except LinkError as err:
+            raise RunFolderError(f"{err} (a run folder's files must be its own)") from None
 
 
 def open_run_folder(run_dir: Path, algo: str, args, writer: bool = True) -> RunLock | None:
@@ -99,6 +119,7 @@ def open_run_folder(run_dir: Path, algo: str, args, writer: bool = True) -> RunL
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise RunFolderError(f"cannot create the run folder {run_dir} ({err.strerror})") from err
+        refuse_links(run_dir)
         lock = RunLock(run_dir)
     try:
         if args.resume:
@@ -126,29 +147,72 @@ def _added_at_default(name: str, recorded: dict, args) -> bool:
 
 
 def _check_resumable(run_dir: Path, algo: str, args) -> None:
-    """The folder's recorded experiment equals this one up to result-neutral fields; its records parse."""
-    path = run_dir / RUN_JSON
-    if path.is_file():
-        try:
-            run = json.loads(path.read_text())
-            recorded_algo, recorded = run["algo"], dict(run["args"])
-        except (ValueError, KeyError, TypeError) as err:
-            raise RunFolderError(f"{path} is corrupted ({type(err).__name__}: {err}); cannot resume") from err
-        if recorded_algo != algo:
-            raise RunFolderError(f"--resume: {run_dir} holds a {recorded_algo} run, not {algo}; resume it with "
-                                 f"trainers.{recorded_algo}")  # fmt: skip
-        changes = config_changes(recorded, args_record(args))
-        refused = {name: change for name, change in changes.items()
-                   if not name.startswith(RESULT_NEUTRAL) and not _added_at_default(name, recorded, args)}  # fmt: skip
-        if refused:
-            listed = ", ".join(f"{flag(name)} {old!r} -> {new!r}" for name, (old, new) in refused.items())
-            raise RunFolderError(
-                f"--resume cannot change the experiment in {run_dir}: {listed}; start a new run with another "
-                "--output-dir instead"
-            )
+    """The folder's recorded experiment equals this one up to result-neutral fields, and what the resume would
+    continue from is whole: run.json, the checkpoint record and tensors, and the metrics it was written after."""
     directory = find_checkpoint(run_dir / "checkpoint")
-    if directory is not None:
-        try:
-            read_meta(directory)
-        except CheckpointError as err:
-            raise RunFolderError(f"{err}; cannot resume") from err
+    record = _read_run_json(run_dir, required=directory is not None)
+    if record is not None:
+        _check_same_experiment(run_dir, algo, args, record)
+    if directory is None:
+        return  # nothing to continue from: the run starts again from iteration 1 (RunLifecycle.begin says so)
+    try:
+        meta = read_meta(directory)
+        verify_files(directory, meta)
+    except CheckpointError as err:
+        raise RunFolderError(f"{err}; cannot resume") from err
+    where = f"the checkpoint of iteration {meta['iteration']} in {directory}"
+    if "experiment_sha256" in meta and meta["experiment_sha256"] != experiment_sha256(record):
+        raise RunFolderError(f"{run_dir / RUN_JSON} does not describe the experiment {where} was written by (it was "
+                             "edited or replaced after the run started); cannot resume")  # fmt: skip
+    _check_metrics(run_dir / METRICS, meta, where)
+
+
+def _read_run_json(run_dir: Path, required: bool) -> dict | None:
+    path = run_dir / RUN_JSON
+    if not path.is_file():
+        if required:
+            raise RunFolderError(f"{path} is missing: --resume cannot check that it continues the experiment the "
+                                 "checkpoint was written by; restore run.json, or start a new run with another "
+                                 "--output-dir")  # fmt: skip
+        return None
+    try:
+        record = read_json(path, RunFolderError)
+    except RunFolderError as err:
+        raise RunFolderError(f"{err}; cannot resume") from None
+    if not isinstance(record, dict) or not isinstance(record.get("algo"), str):
+        raise RunFolderError(f"{path} is corrupted (it names no algorithm); cannot resume")
+    if not isinstance(record.get("args"), dict):
+        raise RunFolderError(f"{path} is corrupted (it holds no args object); cannot resume")
+    return record
+
+
+def _check_same_experiment(run_dir: Path, algo: str, args, record: dict) -> None:
+    recorded_algo, recorded = record["algo"], dict(record["args"])
+    if recorded_algo != algo:
+        raise RunFolderError(f"--resume: {run_dir} holds a {recorded_algo} run, not {algo}; resume it with "
+                             f"trainers.{recorded_algo}")  # fmt: skip
+    changes = config_changes(recorded, args_record(args))
+    refused = {name: change for name, change in changes.items()
+               if not name.startswith(RESULT_NEUTRAL) and not _added_at_default(name, recorded, args)}  # fmt: skip
+    if refused:
+        listed = ", ".join(f"{flag(name)} {old!r} -> {new!r}" for name, (old, new) in refused.items())
+        raise RunFolderError(
+            f"--resume cannot change the experiment in {run_dir}: {listed}; start a new run with another "
+            "--output-dir instead"
+        )
+
+
+def _check_metrics(path: Path, meta: dict, where: str) -> None:
+    """metrics.jsonl must still hold, unchanged, the records `where` was written after (lines after them are
+    the interrupted attempt's, which the resume drops)."""
+    lines = path.read_bytes().splitlines(keepends=True) if path.is_file() else []
+    seen = meta["num_records"]
+    if len(lines) < seen:
+        raise RunFolderError(f"{path} holds {len(lines)} records, but {where} was written after {seen}: records "
+                             "were deleted; cannot resume")  # fmt: skip
+    if (
+        "metrics_sha256" in meta
+        and hashlib.sha256(b"".join(lines[:seen])).hexdigest() != meta["metrics_sha256"]
+    ):
+        raise RunFolderError(f"the first {seen} records of {path} are not those {where} was written after (the "
+                             "file was edited); cannot resume")  # fmt: skip

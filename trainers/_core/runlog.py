@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jax
 
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy.files import append_text, atomic_write_text, canonical_sha256, loads_json
 
 from .init_from import provenance
 
@@ -23,17 +23,28 @@ PACKAGES = ("gsbpolicy", "jax", "jaxlib", "equinox", "optax", "numpy", "gymnasiu
 
 
 def read_jsonl(path: Path, error: type[Exception] = ValueError) -> list[dict]:
-    """The records of a JSON-lines file (none if it does not exist); a line that is not JSON raises `error`
-    naming the file and the line."""
+    """The records of a JSON-lines file (none if it does not exist); a line that is not a JSON object (or not
+    UTF-8, or nested too deeply to parse) raises `error` naming the file and the line."""
     if not path.exists():
         return []
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise error(f"{path} line {number} is not valid JSON ({err}); fix or remove that line") from err
+            record = loads_json(line, f"{path} line {number}")
+        except ValueError as err:
+            raise error(f"{err}; fix or remove that line") from None
+        if not isinstance(record, dict):
+            raise error(
+                f"{path} line {number} holds {type(record).__name__}, not a JSON object; fix or remove it"
+            )
+        records.append(record)
     return records
+
+
+def experiment_sha256(record: dict) -> str:
+    """The hash of the experiment a run.json record describes (its algorithm and the args it started with), which
+    every checkpoint carries: a resume whose run.json no longer hashes to it is refused."""
+    return canonical_sha256({"algo": record.get("algo"), "args": record.get("args")})
 
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
@@ -218,6 +229,7 @@ class RunLogger:
     ):
         self.path = run_dir / "metrics.jsonl"
         self.enabled = enabled
+        self._digest = hashlib.sha256()  # of the lines written so far: what a checkpoint vouches for
         self._writer = None
         if tensorboard and enabled:
             from tensorboard.summary import Writer  # tensorboard's own writer: no torch, no TensorFlow
@@ -236,22 +248,30 @@ class RunLogger:
                 self._wandb = WandbRun(run_dir, record, log)
         self._latest_return = None
 
-    def truncate(self, num_records: int) -> None:
-        """Keep the first `num_records` lines (those the checkpoint being resumed had seen)."""
+    @property
+    def metrics_sha256(self) -> str:
+        """SHA-256 of the lines of metrics.jsonl written (or kept by `truncate`) so far."""
+        return self._digest.copy().hexdigest()
+
+    def truncate(self, num_records: int) -> int:
+        """Keep the first `num_records` lines (those the checkpoint being resumed had seen); returns how many
+        lines were dropped."""
         if not self.enabled:
-            return
-        lines = self.path.read_text().splitlines(keepends=True) if self.path.exists() else []
-        atomic_write_text(self.path, "".join(lines[:num_records]))
+            return 0
+        lines = self.path.read_bytes().splitlines(keepends=True) if self.path.exists() else []
+        kept = b"".join(lines[:num_records])
+        atomic_write_text(self.path, kept.decode())
+        self._digest = hashlib.sha256(kept)
         if self._bar is not None and lines[:num_records]:
             self._bar.update(json.loads(lines[num_records - 1])["env_steps"])
+        return len(lines) - min(num_records, len(lines))
 
     def write(self, record: dict) -> None:
         if not self.enabled:
             return
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        line = json.dumps(record) + "\n"
+        append_text(self.path, line)  # never through a link planted in the run folder
+        self._digest.update(line.encode())
         if self._writer is not None:
             for name, value in scalars(record).items():
                 self._writer.add_scalar(name, value, record["env_steps"])

@@ -262,4 +262,6 @@ class SeedGroup:
                     lifecycle.write_checkpoint(member)
                 for lifecycle in self.lifecycles:
                     lifecycle.commit_checkpoint()
+            for lifecycle in self.lifecycles:
+                lifecycle.iteration = iteration
             lead.logger.progress(self.members[0].env_steps, self.args.rollout.steps_per_iteration / seconds)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from gsbpolicy.cli import CommandError, check_writable_folder, run_command
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy.files import atomic_write_text, open_no_follow
 
 from .._core.cli import tyro_cli
 from .._core.lifecycle import DIVERGED_FILE
@@ -300,7 +300,10 @@ def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> d
     # Device memory is measured, so XLA must not preallocate most of the GPU up front.
     env = {**os.environ, "TQDM_DISABLE": "1", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     start = time.perf_counter()
-    with (directory / "train.log").open("a") as log:
+    # Appended to across attempts, never through a link planted in the run folder.
+    with os.fdopen(
+        open_no_follow(directory / "train.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a"
+    ) as log:
         process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         sampler = MemorySampler(process.pid, sample_interval)
         try:
