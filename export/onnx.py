@@ -37,7 +37,15 @@ import jax.numpy as jnp
 import numpy as np
 
 import gsbpolicy
-from gsbpolicy import CONFIG_NAME, GSBPolicy, PolicySpec, load_policy, policy_kind, policy_tensors
+from gsbpolicy import (
+    CONFIG_NAME,
+    GSBPolicy,
+    HubRequestError,
+    PolicySpec,
+    load_policy,
+    policy_kind,
+    policy_tensors,
+)
 from gsbpolicy.cli import (
     FAILURE,
     CommandError,
@@ -48,6 +56,7 @@ from gsbpolicy.cli import (
     run_command,
 )
 from gsbpolicy.files import atomic_write_bytes
+from gsbpolicy.hub import check_policy_name
 
 from . import ONNX_MODULES
 
@@ -378,6 +387,10 @@ def load_policy_module(name: str | os.PathLike):
 def load_policy_argument(name: str):
     """The policy a command line names (a policy folder or a Hub repo id); a usage `CommandError` that
     says what is wrong otherwise (a run folder is the common mistake: its policy is in RUN/policy)."""
+    try:
+        check_policy_name(name)
+    except ValueError as err:
+        raise CommandError(f"POLICY: {err}") from None
     path = Path(name).expanduser()
     if path.is_dir() and not (path / CONFIG_NAME).is_file():
         if (path / "policy" / CONFIG_NAME).is_file():
@@ -387,6 +400,8 @@ def load_policy_argument(name: str):
         raise CommandError(f"{path} is a file; POLICY is a policy folder or a Hub repo id")
     try:
         return load_policy_module(name)
+    except HubRequestError as err:  # the Hub failed: not the user's input
+        raise CommandError(str(err), FAILURE) from None
     except (OSError, ValueError) as err:  # missing or corrupt files, unknown Hub repos, invalid ids
         message = one_line(err)
         raise CommandError(message if name in message else f"cannot load {name}: {message}") from err
@@ -407,6 +422,10 @@ def _progress(line: str) -> None:
 
 def _export_command(args: argparse.Namespace) -> None:
     check_output_file(args.out, "--out")
+    if args.out.is_symlink():  # the write would replace the link, not what it points at: say so before
+        raise CommandError(
+            f"--out {args.out} is a symbolic link (to {os.readlink(args.out)}); give a plain file path"
+        )
     policy = load_policy_argument(args.policy)
     try:
         report = export(policy, args.out, args.mode, args.opset, args.loop, progress=_progress)
@@ -431,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop", choices=LOOPS, default="unrolled")
     args = parser.parse_args(argv)
     check_opset(parser, args.opset)
-    return run_command(lambda: _export_command(args))
+    return run_command(lambda: _export_command(args), kept="no ONNX file was written")
 
 
 if __name__ == "__main__":

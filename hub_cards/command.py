@@ -20,8 +20,8 @@ def _flag(path: str, value) -> list[str]:
         return [name if value else (f"{head}.no-{leaf}" if head else f"--no-{leaf[2:]}")]
     if value is None:
         return [name, "None"]
-    if isinstance(value, list):
-        return [name, *(str(v) for v in value)]
+    if isinstance(value, list):  # an empty list is the default of its field (`--seeds`), and no flag says it
+        return [name, *(str(v) for v in value)] if value else []
     return [name, str(value)]
 
 

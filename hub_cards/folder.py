@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from gsbpolicy import PolicyFormatError, config_kind_and_spec
+from gsbpolicy.files import loads_json, read_json, sha256_bytes
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -45,10 +46,7 @@ class FolderError(ValueError):
 def _read_json(path: Path) -> dict:
     if not path.is_file():
         raise FolderError(f"{path} is missing")
-    try:
-        value = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise FolderError(f"{path} is not valid JSON ({err})") from err
+    value = read_json(path, FolderError)
     if not isinstance(value, dict):
         raise FolderError(f"{path} must hold a JSON object, found {type(value).__name__}")
     return value
@@ -103,13 +101,19 @@ def read_metrics(path: Path) -> list[dict]:
     if not path.is_file():
         raise FolderError(f"{path} is missing")
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise FolderError(f"{path}, line {number}: not valid JSON ({err})") from err
-        if not isinstance(record, dict) or "type" not in record or "env_steps" not in record:
-            raise FolderError(f"{path}, line {number}: not a metrics record (needs 'type' and 'env_steps')")
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        record = loads_json(line, f"{path}, line {number}", FolderError)
+        if (
+            not isinstance(record, dict)
+            or record.get("type") not in ("train", "eval")
+            or "env_steps" not in record
+        ):
+            raise FolderError(
+                f"{path}, line {number}: not a metrics record (needs 'type' 'train' or 'eval', and 'env_steps')"
+            )
+        for name, value in record.items():
+            if name != "type" and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise FolderError(f"{path}, line {number}: {name!r} is {value!r}, not a number")
         bad = [
             name for name, value in record.items() if isinstance(value, float) and not math.isfinite(value)
         ]
@@ -225,6 +229,12 @@ class CardSource:
             raise FolderError(f"{run}: 'args' and 'git' must be JSON objects")
         metrics_data = read_metrics(metrics)
         check_one_run(spec, results_data, run_data, metrics_data, metrics)
+        recorded = results_data.get("metrics_sha256")  # results.json files written before the field lack it
+        if recorded is not None and recorded != sha256_bytes(metrics.read_bytes()):
+            raise FolderError(
+                f"{metrics} is not the metrics file the run finished with ({results} records another sha256): it "
+                "was edited after training"
+            )
         return cls(config_data, results_data, run_data, metrics_data)
 
     @classmethod
@@ -243,6 +253,10 @@ def run_policy_dir(run_dir: Path) -> Path:
         )
         raise FolderError(f"{run_dir} is not a training run folder: it has no {RUN}{hint}")
     policy_dir = run_dir / "policy"
+    if policy_dir.is_symlink() and not policy_dir.resolve().is_relative_to(run_dir.resolve()):
+        raise FolderError(
+            f"{policy_dir} is a link to {policy_dir.resolve()}, outside {run_dir}: refusing to publish it"
+        )
     for name in (CONFIG, WEIGHTS, RESULTS):
         if not (policy_dir / name).is_file():
             raise FolderError(f"{policy_dir / name} is missing: did the run finish?")

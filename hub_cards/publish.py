@@ -44,6 +44,7 @@ from gsbpolicy.cli import (
     require_extra,
     run_command,
 )
+from gsbpolicy.hub import HubRequestError, check_policy_name, hub_requests, hub_timeout
 
 from .card import default_code_url
 from .curves import CURVE_NAME, NoEvaluations
@@ -69,6 +70,20 @@ HUB_MODULES = ("jinja2", "matplotlib")
 """What the card needs from the `hub` extra (the template engine and the learning-curve plot)."""
 RUNTIME_SOURCE = Path(export.__file__).with_name("runtime.py")
 """Published as `ONNX_RUNTIME`, byte for byte: it imports only numpy and onnxruntime."""
+
+
+def _check_out_is_its_own(out: Path, run_dir: Path, policy_dir: Path) -> None:
+    """--out must be a folder of its own: not a link (the files would land where it points), not the run folder
+    nor its policy/ (replacing the publisher's file names there would overwrite or delete the run's own
+    config.json, results.json or policy.onnx), nor a folder inside policy/."""
+    if out.is_symlink():
+        raise FolderError(f"--out {out} is a symbolic link (to {os.readlink(out)}); give the folder itself")
+    resolved = out.resolve()
+    if resolved == run_dir.resolve() or resolved.is_relative_to(policy_dir.resolve()):
+        raise FolderError(
+            f"--out {out} is the run's own {'folder' if resolved == run_dir.resolve() else 'policy/ folder'}: "
+            f"publishing there would replace the run's files; choose another folder (the default is {run_dir / 'hub'})"
+        )
 
 
 def _out_is_replaceable(out: Path, overwrite: bool) -> bool:
@@ -190,6 +205,7 @@ def assemble(
     policy_dir = run_policy_dir(run_dir)
     _check_inside(policy_dir, (CONFIG, WEIGHTS, RESULTS, ONNX))
     _check_inside(run_dir, (RUN, METRICS))
+    _check_out_is_its_own(out, run_dir, policy_dir)
     source = CardSource.read(policy_dir / CONFIG, policy_dir / RESULTS, run_dir / RUN, run_dir / METRICS)
     whole = _out_is_replaceable(out, overwrite)
     check_writable_folder(out.parent, f"--out {out}")
@@ -217,20 +233,28 @@ def assemble(
     return out
 
 
-def push(folder: Path, repo_id: str, *, private: bool = False, commit_message: str | None = None) -> str:
+def push(folder: Path, repo_id: str, *, private: bool = False, commit_message: str | None = None,
+         timeout: float | None = None) -> str:  # fmt: skip
     """Create `repo_id` if needed and commit `folder` to it in one commit; returns the commit URL.
 
     `create_commit`, not `upload_folder`: with hf_xet installed, upload_folder may split a folder into
-    several commits, and the repo should only ever show complete policies."""
+    several commits, and the repo should only ever show complete policies. Each request waits at most
+    `timeout` s for an answer (default $GSBPOLICY_HUB_TIMEOUT, else 10 s); a Hub that does not answer, answers
+    with an error or answers something else is a `HubRequestError` naming it and its answer."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
     api = HfApi()
-    api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-    local = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name in PUBLISHED)
-    stale = [name for name in api.list_repo_files(repo_id) if name in PUBLISHED and name not in local]
-    operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name)) for name in local]
-    operations += [CommitOperationDelete(path_in_repo=name) for name in stale]
-    info = api.create_commit(repo_id, operations, commit_message=commit_message or f"Upload {folder.name}")
+    with hub_requests(hub_timeout(timeout), f"push to {repo_id}"):
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        local = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name in PUBLISHED)
+        stale = [name for name in api.list_repo_files(repo_id) if name in PUBLISHED and name not in local]
+        operations = [
+            CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name)) for name in local
+        ]
+        operations += [CommitOperationDelete(path_in_repo=name) for name in stale]
+        info = api.create_commit(
+            repo_id, operations, commit_message=commit_message or f"Upload {folder.name}"
+        )
     return info.commit_url
 
 
@@ -238,6 +262,10 @@ def _repo_id_error(repo_id: str) -> str | None:
     """Why `repo_id` is not a Hub model id ORG/NAME (huggingface_hub's own rules), or None."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
+    try:
+        check_policy_name(repo_id, "--repo-id must be ORG/NAME")
+    except ValueError as err:
+        return str(err)
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         return f"--repo-id must be ORG/NAME, got {repo_id!r}"
     try:
@@ -275,7 +303,11 @@ def _publish_command(args: argparse.Namespace) -> None:
     print(f"uploading {len(files)} files ({megabytes:.1f} MB) to {args.repo_id} in one commit ...")
     try:
         url = push(out, args.repo_id, private=args.private, commit_message=message)
-    except Exception as err:  # network, auth, permissions, server errors: all leave `out` as written
+    except HubRequestError as err:  # the Hub did not answer, or answered an error or something else
+        raise CommandError(
+            f"{err}; the folder {out} is intact: retry the push when the cause is fixed", FAILURE
+        ) from None
+    except Exception as err:  # auth, permissions, a repo of another type: all leave `out` as written
         raise CommandError(
             f"push to {args.repo_id} failed: {type(err).__name__}: {one_line(err)}; the folder {out} is "
             "intact: retry the push when the cause is fixed",
@@ -290,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished training run folder")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a finished training run folder")
     parser.add_argument("--repo-id", required=True, help="the Hub repo, ORG/NAME")
     parser.add_argument(
         "--private", action="store_true", help="create the repo private (if it does not exist)"
@@ -314,6 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         "(default: the Repository URL in pyproject.toml)",
     )
     args = parser.parse_args(argv)
+    if not args.run_dir.strip():
+        parser.error("RUN_DIR must name a finished training run folder, got an empty string")
+    args.run_dir = Path(args.run_dir)
+    if args.out is not None and str(args.out).strip() in ("", "."):
+        parser.error(f"--out must name a folder for the Hub files, got {str(args.out)!r}")
     problem = _repo_id_error(args.repo_id)
     if problem:
         parser.error(problem)
@@ -321,7 +358,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--video-steps must be >= 1, got {args.video_steps}")
     if args.code_url is not None and (problem := _code_url_error(args.code_url)):
         parser.error(problem)
-    return run_command(lambda: _publish_command(args), usage_errors=(FolderError, NoEvaluations))
+    return run_command(
+        lambda: _publish_command(args),
+        usage_errors=(FolderError, NoEvaluations),
+        kept="nothing was pushed, and an earlier --out folder is as it was",
+    )
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ same env: no training, so the whole table runs in seconds (plus one ONNX export 
 
 import dataclasses
 import email.message
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,6 +162,40 @@ def _no_code_url(scene: Scene, monkeypatch) -> None:
     monkeypatch.setattr(importlib.metadata, "metadata", lambda name: email.message.Message())
 
 
+def _link_policy_outside(scene: Scene) -> None:
+    outside = scene.root / "elsewhere"
+    scene.policy.rename(outside)
+    scene.policy.symlink_to(outside, target_is_directory=True)
+
+
+def _seal_metrics(scene: Scene) -> None:
+    """results.json as a trainer writes it now: with the hash of the metrics the run finished with."""
+    digest = hashlib.sha256((scene.run / "metrics.jsonl").read_bytes()).hexdigest()
+    scene.edit_json(scene.policy / "results.json", metrics_sha256=digest)
+
+
+def _nan_free_edit(scene: Scene) -> None:
+    """A plausible hand edit: one evaluation's return made better."""
+    path = scene.run / "metrics.jsonl"
+    path.write_text(
+        path.read_text().replace('"eval/return_deterministic": ', '"eval/return_deterministic": 1', 1)
+    )
+
+
+def _metric_as_text(scene: Scene) -> None:
+    path = scene.run / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    record = json.loads(lines[3])
+    record["train/actor_loss"] = "oops"
+    path.write_text("".join(lines[:3] + [json.dumps(record) + "\n"] + lines[4:]))
+
+
+def _metrics_line(scene: Scene, index: int, data: bytes) -> None:
+    path = scene.run / "metrics.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:index] + [data + b"\n"] + lines[index + 1 :]))
+
+
 def _hide_module(monkeypatch, hidden: str) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -283,6 +319,43 @@ def _publish_rows() -> list[Row]:
             2, "gsbpolicy's metadata has no Repository URL: pass --code-url URL"),
         Row("publish: --repo-id missing", "publish", lambda s, _: [str(s.run)],
             2, "the following arguments are required: --repo-id"),
+        Row("publish: --repo-id a URL", "publish",
+            lambda s, _: [str(s.run), "--repo-id", "https://huggingface.co/org/flow", "--dry-run"],
+            2, "--repo-id must be ORG/NAME, got the URL 'https://huggingface.co/org/flow': pass the repo id ('org/flow')"),
+        Row("publish: --repo-id empty", "publish", lambda s, _: [str(s.run), "--repo-id", "", "--dry-run"],
+            2, "--repo-id must be ORG/NAME, got an empty string"),
+        Row("publish: RUN_DIR empty", "publish", lambda s, _: ["", "--repo-id", "org/flow", "--dry-run"],
+            2, "RUN_DIR must name a finished training run folder, got an empty string"),
+        Row("publish: --out empty", "publish", lambda s, _: [str(s.run), "--repo-id", "org/flow", "--out", "", "--dry-run"],
+            2, "--out must name a folder for the Hub files, got '.'"),
+        Row("publish: policy/ links out of the run", "publish",
+            lambda s, _: (_link_policy_outside(s), s.publish())[1],
+            2, "policy is a link to"),
+        Row("publish: --out is the run's own policy/ folder", "publish",
+            lambda s, _: [*s.publish("--overwrite")[:4], str(s.policy), *s.publish("--overwrite")[5:]],
+            2, "is the run's own policy/ folder: publishing there would replace the run's files"),
+        Row("publish: --out is the run folder itself", "publish",
+            lambda s, _: [*s.publish("--overwrite")[:4], str(s.run), *s.publish("--overwrite")[5:]],
+            2, "is the run's own folder: publishing there would replace the run's files"),
+        Row("publish: --out is a symbolic link", "publish",
+            lambda s, _: ((s.root / "elsewhere").mkdir(), (s.root / "out").symlink_to(s.root / "elsewhere"),
+                          s.publish())[2],
+            2, "is a symbolic link (to "),
+        Row("publish: metrics.jsonl edited after training", "publish",
+            lambda s, _: (_seal_metrics(s), _nan_free_edit(s), s.publish())[2],
+            2, "records another sha256): it was edited after training"),
+        Row("publish: a metric that is not a number", "publish",
+            lambda s, _: (_metric_as_text(s), s.publish())[1],
+            2, "line 4: 'train/actor_loss' is 'oops', not a number"),
+        Row("publish: run.json nested too deeply", "publish",
+            lambda s, _: ((s.run / "run.json").write_text("[" * 100_000 + "]" * 100_000), s.publish())[1],
+            2, "run.json is nested too deeply to be a file this tool wrote"),
+        Row("publish: results.json not UTF-8", "publish",
+            lambda s, _: ((s.policy / "results.json").write_bytes(b"\xff\xfe{}"), s.publish())[1],
+            2, "results.json is not UTF-8 text (byte 0)"),
+        Row("publish: a metrics line not UTF-8", "publish",
+            lambda s, _: (_metrics_line(s, 2, b"\xc3\x28"), s.publish())[1],
+            2, "metrics.jsonl, line 3 is not UTF-8 text"),
         Row("publish: the hub extra is not installed", "publish",
             lambda s, mp: (_hide_module(mp, "jinja2"), s.publish())[1],
             1, 'needs jinja2: pip install -e ".[hub]"'),
@@ -326,6 +399,17 @@ def _export_rows() -> list[Row]:
             2, "argument --mode: invalid choice: 'fast'"),
         Row("export: --out missing", "export", lambda s, _: [str(s.policy)],
             2, "the following arguments are required: --out"),
+        Row("export: POLICY empty", "export", export(lambda s: ""),
+            2, "POLICY: expected a policy folder or a Hub repo id ORG/NAME, got an empty string"),
+        Row("export: POLICY a Hub URL", "export", export(lambda s: "https://huggingface.co/org/flow"),
+            2, "got the URL 'https://huggingface.co/org/flow': pass the repo id ('org/flow') or a local folder"),
+        Row("export: --out is a symbolic link", "export",
+            lambda s, mp: ((s.root / "target.onnx").write_bytes(b"the robot's current policy"),
+                           (s.root / "policy.onnx").symlink_to(s.root / "target.onnx"),
+                           export(lambda s: s.policy)(s, mp))[2],
+            2, "policy.onnx is a symbolic link (to "),
+        Row("latency: POLICY a Hub URL", "latency", lambda s, _: ["https://huggingface.co/org/flow", "--no-pin"],
+            2, "got the URL 'https://huggingface.co/org/flow'"),
         Row("latency: a run folder", "latency", lambda s, _: [str(s.run), "--no-pin"],
             2, "is a training run folder: use"),
         Row("latency: neither POLICY nor --spec-preset", "latency", lambda s, _: ["--no-pin"],
@@ -522,3 +606,68 @@ def test_export_refuses_non_finite_weights_and_writes_nothing(tiny_policy, tmp_p
     with pytest.raises(ValueError, match="tensor 'normalizer.mean' has 1 NaN/inf") as raised:
         onnx_export.export(poisoned, tmp_path / "p.onnx")
     assert len(str(raised.value).splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------------- the network: every command alike
+NETWORK_FAULTS = {
+    "hang": r"did not answer (HEAD|POST) \S+ within 0\.3 s \(set GSBPOLICY_HUB_TIMEOUT to wait longer\)",
+    "error": r"answered (HEAD|POST) \S+ with 500 Internal Server Error",
+    "garbage": r"answered (HEAD|POST) \S+ with 200 OK (but without the file metadata a Hugging Face Hub sends|"
+    r"\(text/html\), which is not a Hub answer)",
+}
+
+
+def _gsb_mdpo(argv: list[str]) -> int:
+    from trainers.gsb_mdpo import main
+
+    try:
+        main(argv)
+    except SystemExit as stop:
+        return stop.code
+    return 0
+
+
+def _collect(argv: list[str]) -> int:
+    from trainers.collect import main
+
+    try:
+        main(argv)
+    except SystemExit as stop:
+        return stop.code
+    return 0
+
+
+NETWORK_COMMANDS = {
+    "export.onnx loading org/flow": lambda s: (onnx_export.main, ["org/flow", "--out", str(s.root / "p.onnx")]),
+    "trainers.collect loading org/flow": lambda s: (_collect, ["org/flow", "--out", str(s.root / "demos")]),
+    "--init-from org/flow": lambda s: (_gsb_mdpo, ["--init-from", "org/flow", "--output-dir", str(s.root / "ft"),
+                                                   "--total-steps", "1024", "--log.no-progress"]),
+    "hub_cards.publish pushing": lambda s: (publish.main, [str(s.run), "--repo-id", "org/flow", "--out",
+                                                           str(s.root / "out"), "--no-onnx", "--no-video"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", sorted(NETWORK_FAULTS))
+@pytest.mark.parametrize("command", sorted(NETWORK_COMMANDS))
+def test_a_failing_hub_is_one_line_naming_it_and_its_answer(
+    command, fault, base_run, tmp_path, monkeypatch, capsys
+):
+    from fake_hub import FakeHub, point_client_at
+
+    scene = Scene(tmp_path)
+    shutil.copytree(base_run, scene.run)
+    before = _snapshot(scene.run)
+    with FakeHub() as hub:
+        point_client_at(monkeypatch, hub.endpoint, cache_dir=tmp_path.with_name(tmp_path.name + "-hf"))
+        monkeypatch.setenv("GSBPOLICY_HUB_TIMEOUT", "0.3")
+        hub.fault = fault
+        main, argv = NETWORK_COMMANDS[command](scene)
+        capsys.readouterr()
+        code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert f"the Hub at {hub.endpoint} " in err and re.search(NETWORK_FAULTS[fault], err), err
+    assert _snapshot(scene.run) == before
+    leftovers = {p.name for p in tmp_path.iterdir()} - {"run", "out"}
+    assert leftovers <= {"ft"} and not [p for p in (tmp_path / "ft").glob("*") if p.name != "run.lock"]

@@ -4,6 +4,7 @@ ordinary run folder; datasets by folder or by local Minari id; every bad input o
 import json
 import shutil
 
+import h5py
 import jax
 import jax.numpy as jnp
 import minari
@@ -89,6 +90,8 @@ def test_pre_squash_inverts_the_policys_squash(squash):
         ("bad lr", "--lr must be > 0"),
         ("finished run", "already holds a finished run"),
         ("bad spec", "sigma_min must be > 0"),
+        ("truncated data file", "its data file is truncated or corrupted; record the dataset again"),
+        ("actions outside the space", "action values outside its action space"),
     ],
 )
 def test_bad_input_is_one_line(case, expected, demos, fitted, tmp_path, capsys, monkeypatch):
@@ -100,8 +103,19 @@ def test_bad_input_is_one_line(case, expected, demos, fitted, tmp_path, capsys, 
                "other env": ["--env", "Hopper-v5"], "no steps": ["--steps", "0"], "bad lr": ["--lr", "0"],
                "finished run": ["--output-dir", str(fitted.parent)],
                "bad spec": ["--policy.sigma-min", "0"]}  # fmt: skip
+    if case in ("truncated data file", "actions outside the space"):
+        damaged = tmp_path / "damaged"
+        shutil.copytree(demos / "demos", damaged)
+        argv[1] = str(damaged)
+        (data_file,) = damaged.rglob("*.hdf5")
+        if case == "truncated data file":
+            data_file.write_bytes(data_file.read_bytes()[: data_file.stat().st_size // 2])
+        else:
+            with h5py.File(data_file, "r+") as file:
+                actions = file["episode_0/actions"]
+                actions[0] = actions[0] * 10 + 5  # in other units than the space's [-3, 3]
     with pytest.raises(CliExit) as exit_:
-        bc.main([*argv, *changes[case]])
+        bc.main([*argv, *changes.get(case, [])])
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 2 and expected in err, err
     assert err.startswith("error: ") and "\n" not in err

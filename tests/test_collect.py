@@ -76,6 +76,14 @@ def test_overwrite_replaces_a_dataset_given_by_a_relative_path(policy_dir, tmp_p
         ("overwrite other files", "replaces only a Minari dataset"),
         ("out is a file", "is a file, not a folder"),
         ("bad flag", "--episodes"),
+        ("out empty", "--out must name a dataset folder, got '.'"),
+        ("out a link", "is a symbolic link (to "),
+        (
+            "policy a URL",
+            "cannot load the policy https://huggingface.co/org/x: expected a policy folder or a Hub repo "
+            "id ORG/NAME, got the URL 'https://huggingface.co/org/x': pass the repo id ('org/x') or a local folder",
+        ),
+        ("policy empty", "got an empty string"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tmp_path, capsys):
@@ -87,6 +95,12 @@ def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tm
     argv += changes.get(case, [])
     if case == "missing policy":
         argv[0] = str(tmp_path / "nope")
+    argv[0] = {"policy a URL": "https://huggingface.co/org/x", "policy empty": ""}.get(case, argv[0])
+    if case == "out empty":
+        argv[2] = ""
+    if case == "out a link":
+        (tmp_path / "elsewhere").mkdir()
+        out.symlink_to(tmp_path / "elsewhere")
     if case in ("not empty", "overwrite other files"):
         out.mkdir()
         (out / "mine.txt").write_text("keep me")
@@ -100,6 +114,8 @@ def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tm
     assert err.startswith("error: ") and "\n" not in err
     if case in ("not empty", "overwrite other files"):
         assert (out / "mine.txt").read_text() == "keep me"
+    elif case == "out a link":
+        assert out.is_symlink() and not list((tmp_path / "elsewhere").iterdir())
     elif case != "out is a file":
         assert not out.exists()
     assert not list(tmp_path.glob(".out.*"))

@@ -98,7 +98,8 @@ def test_dry_run_then_failed_push_keep_the_folder_and_say_why(run_dir, hub, tmp_
     hub.stop()
     assert publish.main(base) == 1
     err = capsys.readouterr().err
-    assert "push to org/flow failed" in err and f"{out} is intact" in err and len(err.splitlines()) == 1
+    assert err.startswith(f"error: push to org/flow: cannot reach the Hub at {hub.endpoint} (")
+    assert f"{out} is intact" in err and len(err.splitlines()) == 1
     assert {p.name for p in out.iterdir()} == HUB_FILES | {publish.MARKER}
     CardSource.from_folder(out)  # still a complete, valid folder
 
