@@ -479,6 +479,26 @@ CASES += [
         edit=lambda w: w.monkeypatch.setenv("GSBPOLICY_HUB_TIMEOUT", "soon"),
     ),
     Case(
+        "a file where the policy folder belongs",
+        lambda w: GSBPolicy.from_pretrained(w.folder / "config.json"),
+        ValueError,
+        r"config\.json is a file; expected a policy folder \(config\.json \+ model\.safetensors\) or a Hub repo id",
+    ),
+    Case(
+        "config.json nested too deeply to parse",
+        _load,
+        PolicyFormatError,
+        r"config\.json is nested too deeply to be a file this tool wrote; the file is corrupted$",
+        edit=lambda w: (w.folder / "config.json").write_text("[" * 100_000 + "]" * 100_000),
+    ),
+    Case(
+        "config.json that is not UTF-8",
+        _load,
+        PolicyFormatError,
+        r"config\.json is not UTF-8 text \(byte 1\); the file is corrupted$",
+        edit=lambda w: (w.folder / "config.json").write_bytes(b"{\xff}"),
+    ),
+    Case(
         "evaluate on an env with other observations",
         lambda w: evaluate(w.policy, "Pendulum-v1", n_episodes=1),
         ValueError,

@@ -13,6 +13,7 @@ same env: no training, so the whole table runs in seconds (plus one ONNX export 
 import dataclasses
 import email.message
 import hashlib
+import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -617,30 +618,23 @@ NETWORK_FAULTS = {
 }
 
 
-def _gsb_mdpo(argv: list[str]) -> int:
-    from trainers.gsb_mdpo import main
+def _exit_code(module: str):
+    """The `main` of a command that ends with SystemExit (the trainers'), as one that returns its exit code."""
 
-    try:
-        main(argv)
-    except SystemExit as stop:
-        return stop.code
-    return 0
+    def main(argv: list[str]) -> int:
+        try:
+            importlib.import_module(module).main(argv)
+        except SystemExit as stop:
+            return stop.code
+        return 0
 
-
-def _collect(argv: list[str]) -> int:
-    from trainers.collect import main
-
-    try:
-        main(argv)
-    except SystemExit as stop:
-        return stop.code
-    return 0
+    return main
 
 
 NETWORK_COMMANDS = {
     "export.onnx loading org/flow": lambda s: (onnx_export.main, ["org/flow", "--out", str(s.root / "p.onnx")]),
-    "trainers.collect loading org/flow": lambda s: (_collect, ["org/flow", "--out", str(s.root / "demos")]),
-    "--init-from org/flow": lambda s: (_gsb_mdpo, ["--init-from", "org/flow", "--output-dir", str(s.root / "ft"),
+    "trainers.collect loading org/flow": lambda s: (_exit_code("trainers.collect"), ["org/flow", "--out", str(s.root / "demos")]),
+    "--init-from org/flow": lambda s: (_exit_code("trainers.gsb_mdpo"), ["--init-from", "org/flow", "--output-dir", str(s.root / "ft"),
                                                    "--total-steps", "1024", "--log.no-progress"]),
     "hub_cards.publish pushing": lambda s: (publish.main, [str(s.run), "--repo-id", "org/flow", "--out",
                                                            str(s.root / "out"), "--no-onnx", "--no-video"]),

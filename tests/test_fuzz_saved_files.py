@@ -15,6 +15,7 @@ import pytest
 import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_stops import GYM
 
 from gsbpolicy import GSBPolicy, PolicyFormatError, load_policy, make_genpo, save_policy
 from gsbpolicy._gaussian import GaussianActor, GaussianSpec
@@ -163,12 +164,8 @@ def test_a_mutated_safetensors_header_loads_exactly_or_is_refused_in_one_line(sa
 
 
 # ------------------------------------------------------------------------------------------- a real run's files
-RUN = [
-    "--env", "InvertedPendulum-v5", "--total-steps", "256", "--rollout.num-envs", "4", "--rollout.unroll-length",
-    "16", "--rollout.num-minibatches", "2", "--rollout.epochs", "2", "--policy.num-steps", "4", "--policy.width",
-    "16", "--policy.depth", "1", "--critic.width", "16", "--critic.depth", "1", "--eval.num-evals", "2",
-    "--eval.episodes", "2", "--eval.final-episodes", "2", "--log.checkpoint-every", "2", "--log.no-progress",
-]  # fmt: skip
+RUN = [*GYM, "--eval.num-evals", "2"]
+"""test_stops' four tiny iterations, with two evaluations: records of both kinds to mutate."""
 
 
 @pytest.fixture(scope="module")
