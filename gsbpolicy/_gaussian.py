@@ -89,6 +89,7 @@ class GaussianActor(eqx.Module):
         return jnp.sum(-0.5 * z**2 - jnp.log(std) - 0.5 * jnp.log(2 * jnp.pi))
 
     def sample(self, obs, key):
+        """A pre-squash sample u = mean + std * z for one observation, z drawn from `key`."""
         mean, std = self.distribution(obs)
         return mean + std * jax.random.normal(key, mean.shape)
 
@@ -101,6 +102,7 @@ class GaussianActor(eqx.Module):
         return entropy
 
     def to_env(self, u):
+        """The env action of a pre-squash sample: tanh-squashed and rescaled, or clipped, into the bounds."""
         low, high = jnp.asarray(self.spec.action_low), jnp.asarray(self.spec.action_high)
         if self.spec.squash == "tanh":
             return low + (jnp.tanh(u) + 1.0) * 0.5 * (high - low)
@@ -121,6 +123,7 @@ class GaussianActor(eqx.Module):
         return (self.spec.act_dim,)
 
     def with_normalizer(self, normalizer: RunningNorm) -> "GaussianActor":
+        """The same actor with other observation statistics."""
         return eqx.tree_at(lambda a: a.normalizer, self, normalizer)
 
 

@@ -92,19 +92,24 @@ class _StrictTransport:
             response = self._inner.handle_request(request)
         except Exception as err:
             if _is_httpx(err, "TimeoutException"):
-                raise HubRequestError(f"{where} did not answer {_said(request.method, request.url)} within "
-                                      f"{self._timeout:g} s (set {TIMEOUT_ENV} to wait longer)") from None  # fmt: skip
+                raise HubRequestError(
+                    f"{where} did not answer {_said(request.method, request.url)} within "
+                    f"{self._timeout:g} s (set {TIMEOUT_ENV} to wait longer)"
+                ) from None
             if _is_httpx(err, "NetworkError"):
-                raise HubRequestError(f"cannot reach {where} ({' '.join(str(err).split()) or type(err).__name__})"
-                                      ) from None  # fmt: skip
+                raise HubRequestError(
+                    f"cannot reach {where} ({' '.join(str(err).split()) or type(err).__name__})"
+                ) from None
             raise
         _last_answer.set((request.method, str(request.url), response.status_code, response.reason_phrase,
                           response.headers.get("content-type", "no content type")))  # fmt: skip
         if response.status_code >= 500:
             body = " ".join(response.read()[:300].decode(errors="replace").split())
             response.close()
-            raise HubRequestError(f"{where} answered {_said(request.method, request.url)} with "
-                                  f"{response.status_code} {response.reason_phrase}" + (f": {body}" if body else ""))  # fmt: skip
+            raise HubRequestError(
+                f"{where} answered {_said(request.method, request.url)} with "
+                f"{response.status_code} {response.reason_phrase}" + (f": {body}" if body else "")
+            )
         return response
 
     def close(self) -> None:
@@ -181,16 +186,22 @@ def network_problem(err: BaseException) -> str | None:
             if response.status_code in (401, 404):
                 return None  # a private, gated or missing repo: the caller says which
             server = " ".join((getattr(cause, "server_message", None) or "").split())[:200]
-            return (f"the Hub at {_origin(response.request.url)} answered {_said(response.request.method, response.request.url)} "
-                    f"with {response.status_code} {response.reason_phrase}" + (f": {server}" if server else ""))  # fmt: skip
+            return (
+                f"the Hub at {_origin(response.request.url)} answered {_said(response.request.method, response.request.url)} "
+                f"with {response.status_code} {response.reason_phrase}" + (f": {server}" if server else "")
+            )
         if isinstance(cause, FileMetadataError) and answer:
-            return (f"the Hub at {_origin(answer[1])} answered {_said(answer[0], answer[1])} with {answer[2]} "
-                    f"{answer[3]} but without the file metadata a Hugging Face Hub sends (is {constants.ENDPOINT} "
-                    "a Hub?)")  # fmt: skip
+            return (
+                f"the Hub at {_origin(answer[1])} answered {_said(answer[0], answer[1])} with {answer[2]} "
+                f"{answer[3]} but without the file metadata a Hugging Face Hub sends (is {constants.ENDPOINT} "
+                "a Hub?)"
+            )
         if _is_httpx(cause, "TimeoutException") or _is_httpx(cause, "NetworkError"):  # a user's own client
             return f"cannot reach the Hub at {constants.ENDPOINT} ({type(cause).__name__}: {cause})"
     if answer and isinstance(err, ValueError | KeyError | TypeError | AttributeError | IndexError):
-        return (f"the Hub at {_origin(answer[1])} answered {_said(answer[0], answer[1])} with {answer[2]} "
-                f"{answer[3]} ({answer[4]}), which is not a Hub answer ({type(err).__name__}: "
-                f"{' '.join(str(err).split())[:200]})")  # fmt: skip
+        return (
+            f"the Hub at {_origin(answer[1])} answered {_said(answer[0], answer[1])} with {answer[2]} "
+            f"{answer[3]} ({answer[4]}), which is not a Hub answer ({type(err).__name__}: "
+            f"{' '.join(str(err).split())[:200]})"
+        )
     return None

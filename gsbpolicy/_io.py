@@ -23,10 +23,7 @@ import jax
 import numpy as np
 import safetensors.numpy
 
-from ._normalizer import RunningNorm
-from ._policy import FlowPolicy, make_policy
-from ._spec import FORMAT_VERSION, PolicySpec
-from .files import (
+from ._files import (
     atomic_write_bytes,
     atomic_write_text,
     canonical_sha256,
@@ -35,6 +32,9 @@ from .files import (
     safetensors_bytes,
     tensors_sha256,
 )
+from ._normalizer import RunningNorm
+from ._policy import FlowPolicy, make_policy
+from ._spec import FORMAT_VERSION, PolicySpec
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -147,8 +147,11 @@ def _config_changes(saved_copy: str | None, config: dict) -> str:
     except (TypeError, ValueError, RecursionError):
         return ""
     now = _flat(config)
-    changed = [f"{name}: saved {saved.get(name)!r}, config {now.get(name)!r}"
-               for name in sorted(saved.keys() | now.keys()) if saved.get(name) != now.get(name)]  # fmt: skip
+    changed = [
+        f"{name}: saved {saved.get(name)!r}, config {now.get(name)!r}"
+        for name in sorted(saved.keys() | now.keys())
+        if saved.get(name) != now.get(name)
+    ]
     return "; ".join(changed[:5]) + ("; ..." if len(changed) > 5 else "")
 
 

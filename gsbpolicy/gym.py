@@ -40,6 +40,7 @@ class EvalResult:
         return float(np.std(self.returns))
 
     def to_dict(self) -> dict:
+        """The result as plain JSON values (the fields of a results.json evaluation)."""
         return {
             "mean": self.mean,
             "std": self.std,

@@ -277,8 +277,10 @@ class GSBPolicy:
         if Path(name).expanduser().is_dir():
             return cls(load_policy(Path(name).expanduser()), seed=seed)
         if Path(name).expanduser().is_file():
-            raise ValueError(f"{name} is a file; expected a policy folder (config.json + model.safetensors) or a "
-                             "Hub repo id ORG/NAME")  # fmt: skip
+            raise ValueError(
+                f"{name} is a file; expected a policy folder (config.json + model.safetensors) or a "
+                "Hub repo id ORG/NAME"
+            )
         if Path(name).exists() or _looks_like_local_path(name):
             raise FileNotFoundError(f"policy folder not found: {name}")
         _check_repo_id(name)

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_stops import GYM
 
-from gsbpolicy import GSBPolicy, PolicyFormatError, load_policy, make_genpo, save_policy
+from gsbpolicy import GSBPolicy, PolicyFormatError, load_policy, save_policy
+from gsbpolicy._coupling import make_genpo
 from gsbpolicy._gaussian import GaussianActor, GaussianSpec
 from hub_cards.folder import CardSource, FolderError
 from trainers import gsb_mdpo

@@ -11,16 +11,10 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from gsbpolicy import (
-    FORMAT_VERSION,
-    PolicyFormatError,
-    PolicySpec,
-    config_kind_and_spec,
-    load_policy,
-    make_policy,
-    save_policy,
-)
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy import PolicyFormatError, PolicySpec, load_policy, make_policy, save_policy
+from gsbpolicy._files import atomic_write_text
+from gsbpolicy._kinds import config_kind_and_spec
+from gsbpolicy._spec import FORMAT_VERSION
 
 pytestmark = pytest.mark.strict_promotion
 

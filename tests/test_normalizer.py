@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gsbpolicy import RunningNorm
+from gsbpolicy._normalizer import RunningNorm
 
 pytestmark = pytest.mark.strict_promotion
 

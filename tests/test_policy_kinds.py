@@ -17,16 +17,16 @@ import safetensors
 
 from gsbpolicy import (
     GaussianActor,
-    GaussianSpec,
     GSBPolicy,
     PolicyFormatError,
     PolicySpec,
     load_policy,
-    make_genpo,
     make_policy,
-    policy_kind,
     save_policy,
 )
+from gsbpolicy._coupling import make_genpo
+from gsbpolicy._gaussian import GaussianSpec
+from gsbpolicy._kinds import policy_kind
 
 OLD_FOLDERS = Path(__file__).with_name("data") / "old_policy_folders"
 """Folders written by the Gaussian and GenPO writers as they were in trainers/ before the move (commit

@@ -8,15 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import (
-    ConstantSigma,
-    ExponentialSigma,
-    LinearSigma,
-    PolicySpec,
-    make_policy,
-    sample_noise,
-    time_grid,
-)
+from gsbpolicy import PolicySpec, make_policy
+from gsbpolicy._policy import sample_noise
+from gsbpolicy._schedules import ConstantSigma, ExponentialSigma, LinearSigma, time_grid
 
 pytestmark = pytest.mark.strict_promotion
 
