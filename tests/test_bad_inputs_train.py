@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-import gsbpolicy.cli
+import gsbpolicy._cli
 from trainers._core.checkpoint import save_checkpoint
 from trainers._core.cli import parse
 from trainers._core.lifecycle import DIVERGED_FILE
@@ -423,8 +423,8 @@ def assert_matches(pattern: str, text: str) -> None:
 
 
 def test_missing_extra_names_its_install_command(tmp_path, capsys, monkeypatch):
-    real = gsbpolicy.cli._installed
-    monkeypatch.setattr(gsbpolicy.cli, "_installed", lambda module: module != "tensorboard" and real(module))
+    real = gsbpolicy._cli._installed
+    monkeypatch.setattr(gsbpolicy._cli, "_installed", lambda module: module != "tensorboard" and real(module))
     from trainers.gsb_mdpo import main
 
     with pytest.raises(SystemExit) as exit_info:

@@ -1,4 +1,4 @@
-"""The env backend seam and the one run lifecycle: the env kind is chosen once (by `gsbpolicy.env_kind`), the
+"""The env backend seam and the one run lifecycle: the env kind is chosen once (by `gsbpolicy._envid.env_kind`), the
 training loop never branches on it, and both trainers (the JAX loop and SB3) leave the run folder, its
 cadence and its end to `RunLifecycle`."""
 
@@ -48,7 +48,7 @@ def test_training_loop_and_lifecycle_have_no_env_kind_branches(module):
 
 
 def test_no_trainer_tells_env_kinds_apart_by_hand():
-    """`gsbpolicy.env_kind` is the one rule: no `"-v" in env_id` test anywhere in trainers, hub_cards or export."""
+    """`gsbpolicy._envid.env_kind` is the one rule: no `"-v" in env_id` test anywhere in trainers, hub_cards or export."""
     offenders = []
     for path in [*ROOT.glob("trainers/**/*.py"), *ROOT.glob("hub_cards/*.py"), *ROOT.glob("export/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):

@@ -1,6 +1,6 @@
 import pytest
 
-from gsbpolicy import env_kind
+from gsbpolicy._envid import env_kind
 
 
 @pytest.mark.parametrize(

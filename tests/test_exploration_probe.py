@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from trainers.benchmark import aggregate
+from trainers.benchmark import aggregate, report
+from trainers.benchmark.ledger import PROBE_FILE
 from trainers.experiments import exploration_probe as probe
 
 
@@ -78,11 +79,11 @@ def test_the_summaries_quote_the_probe_for_the_tasks_the_suite_ran(tmp_path):
               "curve": {"env_steps": [300], "deterministic": [0.0], "stochastic": [0.0]}, "step_clip_frac": None,
               "cost": {"wall_s": 60.0}, "git": {"commit": "abc"}, "hardware": {"cpu": "x", "cores": 2, "gpu": None}}  # fmt: skip
     (tmp_path / "cpu-playground.runs.jsonl").write_text(json.dumps(ledger) + "\n")
-    (tmp_path / aggregate.PROBE_FILE).write_text(json.dumps({"BallInCup": _entry("BallInCup"),
+    (tmp_path / PROBE_FILE).write_text(json.dumps({"BallInCup": _entry("BallInCup"),
                                                               "FingerSpin": _entry("FingerSpin")}))  # fmt: skip
     summary = aggregate.summaries(tmp_path)["cpu-playground"]
     assert list(summary["exploration_probe"]) == ["BallInCup"], "only the tasks the suite ran"
-    table = aggregate.markdown(summary)
+    table = report.markdown(summary)
     assert ("32 episodes of i.i.d. uniform random actions scored 0 on average (0 with any reward), while 8 of 32 "
             "open-loop periodic swings scored, the best 723 at 2 Hz") in table  # fmt: skip
     # It stays when a run leaves 0: the runs that did not are the ones it explains.
@@ -92,9 +93,9 @@ def test_the_summaries_quote_the_probe_for_the_tasks_the_suite_ran(tmp_path):
         "curve": {"env_steps": [300], "deterministic": [899.0], "stochastic": [880.0]},
     }
     (tmp_path / "cpu-playground.runs.jsonl").write_text(json.dumps(ledger) + "\n" + json.dumps(moved) + "\n")
-    table = aggregate.markdown(aggregate.summaries(tmp_path)["cpu-playground"])
+    table = report.markdown(aggregate.summaries(tmp_path)["cpu-playground"])
     assert "returned the same value" not in table and "open-loop periodic swings scored" in table
     # A damaged probe file is named, not a traceback.
-    (tmp_path / aggregate.PROBE_FILE).write_text("{")
+    (tmp_path / PROBE_FILE).write_text("{")
     with pytest.raises(ValueError, match="exploration_probe.json is not valid JSON"):
         aggregate.summaries(tmp_path)

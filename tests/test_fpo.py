@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from numpy_flow import fpo_cfm_loss, fpo_euler
 
-from gsbpolicy import GSBPolicy, PolicySpec, sample_noise
+from gsbpolicy import GSBPolicy, PolicySpec
+from gsbpolicy._policy import sample_noise
 from trainers._core.loop import Trainer
 from trainers.fpo import Fpo, FpoArgs, cpu_preset, gym_preset
 from trainers.presets import with_fields

@@ -9,15 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import (
-    GaussianActor,
-    GaussianSpec,
-    GSBPolicy,
-    PolicyFormatError,
-    load_policy,
-    save_policy,
-    tanh_log_det,
-)
+from gsbpolicy import GaussianActor, GSBPolicy, PolicyFormatError, load_policy, save_policy
+from gsbpolicy._gaussian import GaussianSpec, tanh_log_det
 from trainers._core.loop import Trainer
 from trainers.gaussian_ppo import (
     GaussianPpo,

@@ -9,7 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import GSBPolicy, PolicySpec, evaluate, load_policy, make_genpo, prior_log_prob, save_policy
+from gsbpolicy import GSBPolicy, PolicySpec, evaluate, load_policy, save_policy
+from gsbpolicy._coupling import make_genpo
+from gsbpolicy._sde import prior_log_prob
 from trainers._core.loop import Trainer
 from trainers.genpo import GenPO, GenPOArgs, cpu_preset, gym_preset, playground_preset
 from trainers.presets import with_fields

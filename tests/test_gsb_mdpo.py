@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import sample_noise
+from gsbpolicy._policy import sample_noise
 from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 
 ARGS = GsbMdpoArgs(kl_coef=0.5, ref_mix=0.1, step_clip=0.1, path_clip=0.3)

@@ -10,7 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import make_policy, policy_tensors, sample_noise, save_policy
+from gsbpolicy import make_policy, save_policy
+from gsbpolicy._io import policy_tensors
+from gsbpolicy._policy import sample_noise
 from trainers import dppo, fpo, gaussian_ppo, genpo, gsb_mdpo
 from trainers._core.cli import CliExit
 from trainers._core.config import OptimArgs
@@ -137,7 +139,8 @@ def test_a_warmup_as_long_as_the_run_keeps_the_actor_exactly_as_it_was():
 
 
 def _gaussian_folder(tmp_path):
-    from gsbpolicy import GaussianActor, GaussianSpec
+    from gsbpolicy import GaussianActor
+    from gsbpolicy._gaussian import GaussianSpec
 
     spec = GaussianSpec(
         obs_dim=4, act_dim=1, action_low=(-3.0,), action_high=(3.0,), env_id="InvertedPendulum-v5"

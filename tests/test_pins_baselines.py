@@ -13,15 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import (
-    GaussianActor,
-    GaussianSpec,
-    PolicySpec,
-    make_genpo,
-    make_policy,
-    prior_log_prob,
-    sample_noise,
-)
+from gsbpolicy import GaussianActor, PolicySpec, make_policy
+from gsbpolicy._coupling import make_genpo
+from gsbpolicy._gaussian import GaussianSpec
+from gsbpolicy._policy import sample_noise
+from gsbpolicy._sde import prior_log_prob
 from trainers.dppo import ChainExtras, Dppo, DppoArgs, per_dim_log_probs
 from trainers.fpo import CfmExtras, Fpo, FpoArgs, cfm_losses
 from trainers.gaussian_ppo import GaussianExtras, GaussianPpo, GaussianPpoArgs

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import RunningNorm
+from gsbpolicy._normalizer import RunningNorm
 from gsbpolicy._schedules import ConstantSigma, ExponentialSigma, LinearSigma, make_schedule, time_grid
 from gsbpolicy._sde import (
     final_action_ode,

@@ -5,6 +5,7 @@ algorithm file itself sets, so that a mutation of any one constant there fails a
 
 import dataclasses
 import importlib
+import types
 
 import pytest
 
@@ -199,23 +200,25 @@ ALGORITHMS = {
 
 @pytest.mark.parametrize("method", sorted(ALGORITHMS))
 def test_train_and_main_hand_the_loop_this_modules_configuration(method, monkeypatch):
-    """`train` and `main` are thin: they hand the loop this module's presets, algorithm, args and help."""
-    from trainers.registry import get_algo
+    """`train` and `main` are thin: they hand the shared API this module's presets, algorithm, args and help."""
+    from trainers._core import api, cli
 
     module = importlib.import_module(f"trainers.{method}")
     algo = getattr(module, ALGORITHMS[method])
     calls = []
-    monkeypatch.setattr(module, "loop_train", lambda *a: calls.append(("train", a)))
-    monkeypatch.setattr(module, "run_cli", lambda *a: calls.append(("cli", a)))
+    monkeypatch.setattr(api, "train", lambda presets, make, env, preset, overrides: calls.append(
+        ("train", presets, make(module.cpu_preset("Hopper-v5")).algorithm, env, preset, overrides)))  # fmt: skip
+    monkeypatch.setattr(cli, "train_main", lambda *a: calls.append(("cli", *a[:2], a[3], a[4])))
+    monkeypatch.setattr(
+        cli, "loop_trainer", lambda algorithm, args: types.SimpleNamespace(algorithm=algorithm)
+    )
     module.train("Hopper-v5", total_steps=5)
     module.train("Hopper-v5", preset="gym")
     module.main(["--seed", "3"])
     assert calls == [
-        ("train", (module.PRESETS, algo, "Hopper-v5", "cpu", {"total_steps": 5})),
-        ("train", (module.PRESETS, algo, "Hopper-v5", "gym", {})),
-        (
-            "cli",
-            (module.Args, module.PRESETS, algo, module.__doc__, ["--seed", "3"], get_algo(method).load_hint),
-        ),
-    ]
+        ("train", module.PRESETS, algo(module.cpu_preset("Hopper-v5").algo), "Hopper-v5", "cpu", {"total_steps": 5}),
+        ("train", module.PRESETS, algo(module.cpu_preset("Hopper-v5").algo), "Hopper-v5", "gym", {}),
+        ("cli", module.Args, module.PRESETS, module.__doc__, ["--seed", "3"]),
+    ]  # fmt: skip
+    assert module.train.__module__ == module.main.__module__ == module.__name__
     assert algo.name == method and set(module.PRESETS) == {"cpu", "playground", "gym"}

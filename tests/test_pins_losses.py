@@ -10,7 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gsbpolicy import GaussianActor, GaussianSpec, sample_noise
+from gsbpolicy import GaussianActor
+from gsbpolicy._gaussian import GaussianSpec
+from gsbpolicy._policy import sample_noise
 from trainers.dppo import ChainExtras, Dppo, DppoArgs
 from trainers.fpo import Fpo, FpoArgs
 from trainers.gaussian_ppo import GaussianPpo, GaussianPpoArgs

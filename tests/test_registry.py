@@ -14,7 +14,7 @@ import pytest
 from hub_cards.baselines import method_name
 from trainers import registry
 from trainers.benchmark import aggregate
-from trainers.benchmark.suites import SUITES, Variant
+from trainers.benchmark.suites import PAPER_METHODS, SUITES, Variant
 
 ROOT = Path(__file__).parents[1]
 
@@ -28,15 +28,28 @@ def test_every_entry_is_a_trainer_with_a_cpu_preset_and_a_main(algo):
     assert "cpu" in algo.presets and algo.presets is module.PRESETS
     assert callable(module.main)
     assert parse(module.Args, algo.presets, "cpu", "", []).preset == "cpu"  # the preset passes validation
-    assert algo.policy_kind in registry.POLICY_KINDS and "{}" in algo.load_hint
+    assert algo.policy_kind in registry.POLICY_KINDS and algo.module == f"trainers.{algo.name}"
 
 
 def test_names_labels_and_columns():
     names = registry.names()
     assert len(set(names)) == len(names) and len({a.label for a in registry.ALGORITHMS}) == len(names)
-    assert registry.PROPOSED in registry.paper_methods()
-    assert set(registry.paper_methods()) == {a.name for a in registry.ALGORITHMS if not a.reference}
-    assert registry.get_algo("ppo").reference and not registry.get_algo("gaussian_ppo").reference
+    assert registry.PROPOSED in PAPER_METHODS and set(PAPER_METHODS) < set(names)
+
+
+def test_registering_an_algorithm_changes_no_suite():
+    """The paper's columns are named by the suites: a new algorithm joins no suite and moves no verdict."""
+    before = {name: suite.variant_names for name, suite in SUITES.items()}
+    registry.register(registry.Algorithm("newcomer", "Newcomer", "flow", module="tests.nowhere"))
+    try:
+        assert registry.get_algo("newcomer").module == "tests.nowhere" and "newcomer" in registry.names()
+        assert {name: suite.variant_names for name, suite in SUITES.items()} == before
+        assert "newcomer" not in PAPER_METHODS
+        with pytest.raises(ValueError, match="an algorithm named 'newcomer' is already registered"):
+            registry.register(registry.Algorithm("newcomer", "Again", "flow"))
+    finally:
+        registry.unregister("newcomer")
+    assert "newcomer" not in registry.names()
 
 
 def test_an_unknown_name_is_a_one_line_error_listing_the_valid_ones():
@@ -47,14 +60,14 @@ def test_an_unknown_name_is_a_one_line_error_listing_the_valid_ones():
     with pytest.raises(ValueError, match="unknown algorithm 'sac'"):
         Variant("sac", "sac")  # a suite column of an unregistered algorithm fails where it is defined
     with pytest.raises(ValueError, match="policy kind 'mixture' is not one of"):
-        registry.Algorithm("x", "X", "mixture", reference=False)
+        registry.Algorithm("x", "X", "mixture")
 
 
 def test_every_suite_column_is_a_registered_algorithm():
     for suite in SUITES.values():
         for variant in suite.variants:
             assert variant.method in registry.names(), (suite.name, variant.name)
-    # Reference columns follow the registry, not a per-suite flag.
+    # A reference column is one whose method is not one of the paper's (`PAPER_METHODS`).
     assert [v.name for v in SUITES["cpu-gym"].variants if v.reference] == ["sb3_ppo:zoo"]
 
 

@@ -26,11 +26,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsbpolicy import GSBPolicy, evaluate, make_policy, save_policy
-from gsbpolicy.cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy._cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
+from gsbpolicy._files import atomic_write_text
 
 from ._core.bridge_matching import bridge_matching_loss, fit
-from ._core.cli import FLOW_POLICY_HINT, closing_lines, fail, parse
+from ._core.cli import closing_lines, fail, parse
 from ._core.config import PolicyArgs, check_env_id, check_finite, output_path, require
 from ._core.evaluation import eval_seed, write_results
 from ._core.rundir import RunFolderError, open_run_folder
@@ -294,7 +294,7 @@ def main(argv=None) -> Path:
         fail(f"interrupted (Ctrl-C); {KEPT}", INTERRUPTED)
     except OSError as err:
         fail(f"{write_failure(err)}; {KEPT}", FAILURE)
-    print(closing_lines(policy_dir, FLOW_POLICY_HINT))
+    print(closing_lines(policy_dir))
     print(
         f"  fine-tune it: python -m trainers.gsb_mdpo --env {args.env or '<the dataset env>'} --init-from {policy_dir}"
     )

@@ -22,7 +22,7 @@ import numpy as np
 import tyro
 
 from gsbpolicy import HubRequestError
-from gsbpolicy.cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
+from gsbpolicy._cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
 from gsbpolicy.gym import check_spaces
 
 from ._core.cli import fail, tyro_cli

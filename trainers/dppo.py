@@ -40,14 +40,13 @@ from typing import Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy, sample_noise
+from gsbpolicy import FlowPolicy, PolicySpec, make_policy
+from gsbpolicy._internal import sample_noise
 
 from ._core.algorithm import AbstractAlgorithm
-from ._core.api import loop_train
-from ._core.cli import run_cli
+from ._core.api import loop_entry_points
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
-from .registry import get_algo
 
 REFERENCE_STEP_STD = 0.05
 """The FPO reference's per-step std in denoising-MDP mode (GoRL's "DPPO paper optimum")."""
@@ -186,13 +185,22 @@ def playground_preset(env: str | None) -> Args:
     return specialise(
         Args,
         playground(env or "CartpoleSwingup"),
-        policy=PolicyArgs(num_steps=10, width=32, depth=4, activation="silu", time_embedding="sinusoidal",
-                          time_embed_dim=8, output_scale=0.25, sigma_schedule="constant",
-                          sigma_max=reference_sigma(10), squash="tanh"),
+        policy=PolicyArgs(
+            num_steps=10,
+            width=32,
+            depth=4,
+            activation="silu",
+            time_embedding="sinusoidal",
+            time_embed_dim=8,
+            output_scale=0.25,
+            sigma_schedule="constant",
+            sigma_max=reference_sigma(10),
+            squash="tanh",
+        ),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
         algo=DppoArgs(clip=0.2, time_reversed=True),
-    )  # fmt: skip
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -201,43 +209,52 @@ def gym_preset(env: str | None) -> Args:
     return specialise(
         Args,
         gym(env or "HalfCheetah-v5"),
-        policy=PolicyArgs(num_steps=10, width=256, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=32, output_scale=1.0, sigma_min=0.1, squash="clip"),
+        policy=PolicyArgs(
+            num_steps=10,
+            width=256,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=32,
+            output_scale=1.0,
+            sigma_min=0.1,
+            squash="clip",
+        ),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-3, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
-        algo=DppoArgs(clip=0.2, log_prob_reduction="mean", log_prob_clamp=(-5.0, 2.0), log_prob_clamp_per_dim=True,
-                      denoise_gamma=0.99, noise_clip=3.0, time_reversed=True, ddpm=True),
-    )  # fmt: skip
+        algo=DppoArgs(
+            clip=0.2,
+            log_prob_reduction="mean",
+            log_prob_clamp=(-5.0, 2.0),
+            log_prob_clamp_per_dim=True,
+            denoise_gamma=0.99,
+            noise_clip=3.0,
+            time_reversed=True,
+            ddpm=True,
+        ),
+    )
 
 
 def cpu_preset(env: str | None) -> Args:
     """Small and fast for InvertedPendulum-v5 on a 2-core CPU: the playground chain and loss, with a
     per-step std of 0.1 and learning rates 1e-3 (with 0.05 and 3e-4 it reached only 90 after 60k steps)."""
     return with_fields(
-        Args(env=env or "InvertedPendulum-v5", total_steps=150_000, preset="cpu",
-             algo=DppoArgs(time_reversed=True)),
+        Args(
+            env=env or "InvertedPendulum-v5",
+            total_steps=150_000,
+            preset="cpu",
+            algo=DppoArgs(time_reversed=True),
+        ),
         rollout=dataclasses.asdict(RolloutArgs(num_envs=16, unroll_length=64, num_minibatches=4, epochs=8)),
         policy={"squash": "tanh", "sigma_max": reference_sigma(10, 0.1)},
         optim={"actor_lr": 1e-3, "critic_lr": 1e-3},
-    )  # fmt: skip
+    )
 
 
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
 
 
-def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
-    """Train DPPO on `env` from Python and return the policy; the run folder is the CLI's.
-
-    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
-    `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`, `output_dir=...`, `resume=True`)
-    or per group as a dict (`rollout={"num_envs": 8}`, `algo={...}`). See `trainers._core.api`.
-    """
-    return loop_train(PRESETS, Dppo, env, preset, overrides)
-
-
-def main(argv=None) -> None:
-    run_cli(Args, PRESETS, Dppo, __doc__, argv, get_algo("dppo").load_hint)
-
+train, main = loop_entry_points(Dppo, Args, PRESETS, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -29,14 +29,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy, sample_noise
+from gsbpolicy import FlowPolicy, PolicySpec, make_policy
+from gsbpolicy._internal import sample_noise
 
 from ._core.algorithm import AbstractAlgorithm
-from ._core.api import loop_train
-from ._core.cli import run_cli
+from ._core.api import loop_entry_points
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
-from .registry import get_algo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,14 +142,23 @@ def playground_preset(env: str | None) -> Args:
     return specialise(
         Args,
         playground(env or "CartpoleSwingup"),
-        policy=PolicyArgs(num_steps=10, width=32, depth=4, activation="silu", time_embedding="sinusoidal",
-                          time_embed_dim=8, output_scale=0.25, sigma_schedule="constant", sigma_max=0.0,
-                          squash="tanh"),
+        policy=PolicyArgs(
+            num_steps=10,
+            width=32,
+            depth=4,
+            activation="silu",
+            time_embedding="sinusoidal",
+            time_embed_dim=8,
+            output_scale=0.25,
+            sigma_schedule="constant",
+            sigma_max=0.0,
+            squash="tanh",
+        ),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         # One Adam over actor and critic in the reference; two with equal rates and no clipping are the same.
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
         algo=FpoArgs(num_samples=8, clip=0.05, time_reversed=True),
-    )  # fmt: skip
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -161,41 +169,42 @@ def gym_preset(env: str | None) -> Args:
     return specialise(
         Args,
         gym(env or "HalfCheetah-v5"),
-        policy=PolicyArgs(num_steps=10, width=256, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=16, output_scale=0.25, sigma_schedule="constant", sigma_max=0.0,
-                          squash="clip"),
+        policy=PolicyArgs(
+            num_steps=10,
+            width=256,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=16,
+            output_scale=0.25,
+            sigma_schedule="constant",
+            sigma_max=0.0,
+            squash="clip",
+        ),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-4, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
         algo=FpoArgs(num_samples=8, clip=0.05, additive_noise=0.1, clip_iterates=True),
-    )  # fmt: skip
+    )
 
 
 def cpu_preset(env: str | None) -> Args:
     """Small and fast for InvertedPendulum-v5 on a 2-core CPU (the playground sampler and loss)."""
     return with_fields(
-        Args(env=env or "InvertedPendulum-v5", total_steps=150_000, preset="cpu",
-             algo=FpoArgs(time_reversed=True)),
+        Args(
+            env=env or "InvertedPendulum-v5",
+            total_steps=150_000,
+            preset="cpu",
+            algo=FpoArgs(time_reversed=True),
+        ),
         rollout=dataclasses.asdict(RolloutArgs(num_envs=16, unroll_length=64, num_minibatches=4, epochs=8)),
         policy={"squash": "tanh"},
-    )  # fmt: skip
+    )
 
 
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
 
 
-def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
-    """Train FPO on `env` from Python and return the policy; the run folder is the CLI's.
-
-    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
-    `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`, `output_dir=...`, `resume=True`)
-    or per group as a dict (`rollout={"num_envs": 8}`, `algo={...}`). See `trainers._core.api`.
-    """
-    return loop_train(PRESETS, Fpo, env, preset, overrides)
-
-
-def main(argv=None) -> None:
-    run_cli(Args, PRESETS, Fpo, __doc__, argv, get_algo("fpo").load_hint)
-
+train, main = loop_entry_points(Fpo, Args, PRESETS, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -16,14 +16,13 @@ from typing import Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import GaussianActor, GaussianSpec, GSBPolicy
+from gsbpolicy import GaussianActor
+from gsbpolicy._internal import GaussianSpec
 
 from ._core.algorithm import AbstractAlgorithm
-from ._core.api import loop_train
-from ._core.cli import run_cli
+from ._core.api import loop_entry_points
 from ._core.config import CriticArgs, OptimArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
-from .registry import get_algo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,9 +118,10 @@ def playground_preset(env: str | None) -> Args:
         playground(env or "CartpoleSwingup"),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
-        algo=GaussianPpoArgs(clip=0.1, entropy_coef=0.0, width=32, depth=4, activation="silu", std="state",
-                             squash="tanh"),
-    )  # fmt: skip
+        algo=GaussianPpoArgs(
+            clip=0.1, entropy_coef=0.0, width=32, depth=4, activation="silu", std="state", squash="tanh"
+        ),
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -133,9 +133,10 @@ def gym_preset(env: str | None) -> Args:
         gym(env or "HalfCheetah-v5"),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-4, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
-        algo=GaussianPpoArgs(clip=0.2, entropy_coef=0.0, width=256, depth=3, activation="elu", std="param",
-                             squash="clip"),
-    )  # fmt: skip
+        algo=GaussianPpoArgs(
+            clip=0.2, entropy_coef=0.0, width=256, depth=3, activation="elu", std="param", squash="clip"
+        ),
+    )
 
 
 def cpu_preset(env: str | None) -> Args:
@@ -155,19 +156,7 @@ def cpu_preset(env: str | None) -> Args:
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
 
 
-def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
-    """Train Gaussian PPO on `env` from Python and return the policy; the run folder is the CLI's.
-
-    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
-    `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`, `output_dir=...`, `resume=True`)
-    or per group as a dict (`rollout={"num_envs": 8}`, `algo={...}`). See `trainers._core.api`.
-    """
-    return loop_train(PRESETS, GaussianPpo, env, preset, overrides)
-
-
-def main(argv=None) -> None:
-    run_cli(Args, PRESETS, GaussianPpo, __doc__, argv, get_algo("gaussian_ppo").load_hint)
-
+train, main = loop_entry_points(GaussianPpo, Args, PRESETS, __doc__)
 
 if __name__ == "__main__":
     main()

@@ -17,14 +17,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import GenPOFlow, GSBPolicy, make_genpo, prior_log_prob
+from gsbpolicy import GenPOFlow
+from gsbpolicy._internal import make_genpo, prior_log_prob
 
 from ._core.algorithm import AbstractAlgorithm
-from ._core.api import loop_train
-from ._core.cli import run_cli
+from ._core.api import loop_entry_points
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
-from .registry import get_algo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,12 +115,20 @@ def playground_preset(env: str | None) -> Args:
     return specialise(
         Args,
         playground(env or "CartpoleSwingup"),
-        policy=PolicyArgs(num_steps=5, width=64, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=32, output_scale=1.0, squash="tanh"),
+        policy=PolicyArgs(
+            num_steps=5,
+            width=64,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=32,
+            output_scale=1.0,
+            squash="tanh",
+        ),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=1.0, max_grad_norm=None),
         algo=GenPOArgs(clip=0.2, flow_mix=0.9, compress_coef=0.01, entropy_coef=0.0),
-    )  # fmt: skip
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -155,19 +162,7 @@ def cpu_preset(env: str | None) -> Args:
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
 
 
-def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
-    """Train GenPO on `env` from Python and return the policy; the run folder is the CLI's.
-
-    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
-    `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`, `output_dir=...`, `resume=True`)
-    or per group as a dict (`rollout={"num_envs": 8}`, `algo={...}`). See `trainers._core.api`.
-    """
-    return loop_train(PRESETS, GenPO, env, preset, overrides)
-
-
-def main(argv=None) -> None:
-    run_cli(Args, PRESETS, GenPO, __doc__, argv, get_algo("genpo").load_hint)
-
+train, main = loop_entry_points(GenPO, Args, PRESETS, __doc__)
 
 if __name__ == "__main__":
     main()

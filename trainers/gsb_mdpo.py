@@ -17,14 +17,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import FlowPolicy, GSBPolicy, sample_noise
+from gsbpolicy import FlowPolicy
+from gsbpolicy._internal import sample_noise
 
 from ._core.algorithm import AbstractAlgorithm
-from ._core.api import loop_train
-from ._core.cli import run_cli
+from ._core.api import loop_entry_points
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
-from .registry import get_algo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,13 +110,23 @@ def playground_preset(env: str | None) -> Args:
     return specialise(
         Args,
         playground(env or "CartpoleSwingup"),
-        policy=PolicyArgs(num_steps=8, width=32, depth=4, activation="silu", time_embedding="sinusoidal",
-                          time_embed_dim=8, output_scale=0.25, sigma_schedule="exponential", sigma_max=3.0,
-                          sigma_min=1.0, squash="tanh"),
+        policy=PolicyArgs(
+            num_steps=8,
+            width=32,
+            depth=4,
+            activation="silu",
+            time_embedding="sinusoidal",
+            time_embed_dim=8,
+            output_scale=0.25,
+            sigma_schedule="exponential",
+            sigma_max=3.0,
+            sigma_min=1.0,
+            squash="tanh",
+        ),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=1e-3, critic_lr=1e-3, value_coef=0.1, max_grad_norm=None),
         algo=GsbMdpoArgs(kl_coef=0.8, ref_mix=0.0, step_clip=0.1, path_clip=0.3),
-    )  # fmt: skip
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -125,14 +134,25 @@ def gym_preset(env: str | None) -> Args:
     return specialise(
         Args,
         gym(env or "HalfCheetah-v5"),
-        policy=PolicyArgs(num_steps=16, width=256, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=16, output_scale=0.25, sigma_schedule="linear", sigma_max=3.0,
-                          sigma_min=0.3, squash="clip"),
+        policy=PolicyArgs(
+            num_steps=16,
+            width=256,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=16,
+            output_scale=0.25,
+            sigma_schedule="linear",
+            sigma_max=3.0,
+            sigma_min=0.3,
+            squash="clip",
+        ),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
-        optim=OptimArgs(actor_lr=7.5e-4, critic_lr=1e-3, actor_cosine_decay=True, max_grad_norm=1.0,
-                        value_coef=1.0),
+        optim=OptimArgs(
+            actor_lr=7.5e-4, critic_lr=1e-3, actor_cosine_decay=True, max_grad_norm=1.0, value_coef=1.0
+        ),
         algo=GsbMdpoArgs(kl_coef=0.08, ref_mix=0.02, step_clip=0.1, path_clip=0.4),
-    )  # fmt: skip
+    )
 
 
 def cpu_preset(env: str | None) -> Args:
@@ -146,19 +166,7 @@ def cpu_preset(env: str | None) -> Args:
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}
 
 
-def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
-    """Train GSB-MDPO on `env` from Python and return the policy; the run folder is the CLI's.
-
-    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
-    `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`, `output_dir=...`, `resume=True`)
-    or per group as a dict (`rollout={"num_envs": 8}`, `algo={...}`). See `trainers._core.api`.
-    """
-    return loop_train(PRESETS, GsbMdpo, env, preset, overrides)
-
-
-def main(argv=None) -> None:
-    run_cli(Args, PRESETS, GsbMdpo, __doc__, argv, get_algo("gsb_mdpo").load_hint)
-
+train, main = loop_entry_points(GsbMdpo, Args, PRESETS, __doc__)
 
 if __name__ == "__main__":
     main()

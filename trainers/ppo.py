@@ -17,7 +17,7 @@ import math
 import time
 from typing import Literal
 
-from gsbpolicy.cli import require_extra
+from gsbpolicy._cli import require_extra
 
 # Before the imports that need the extra: `python -m trainers.ppo` without it ends with one line, no traceback.
 require_extra("sb3", ["stable_baselines3", "torch"], "trainers.ppo", exit_now=__name__ == "__main__")
@@ -25,10 +25,9 @@ require_extra("sb3", ["stable_baselines3", "torch"], "trainers.ppo", exit_now=__
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from gsbpolicy import GaussianActor, GSBPolicy, save_policy  # noqa: E402
+from gsbpolicy import GaussianActor, save_policy  # noqa: E402
 
 from ._core import api, compile_cache  # noqa: E402
-from ._core.cli import train_main  # noqa: E402
 from ._core.config import CriticArgs, OptimArgs, TrainArgs, require  # noqa: E402
 from ._core.envs import make_evaluator  # noqa: E402
 from ._core.init_from import refuse as refuse_init  # noqa: E402
@@ -36,7 +35,6 @@ from ._core.lifecycle import Learner, RunLifecycle  # noqa: E402
 from .gaussian_ppo import GaussianPpo, GaussianPpoArgs  # noqa: E402
 from .gaussian_ppo import cpu_preset as gaussian_cpu  # noqa: E402
 from .presets import gym, playground, specialise, with_fields  # noqa: E402
-from .registry import get_algo  # noqa: E402
 from .sb3.model import load_training_state, make_ppo, to_gaussian_actor, training_state  # noqa: E402
 from .sb3.vecenv import EpisodeCollector, make_sb3_env  # noqa: E402
 
@@ -83,15 +81,15 @@ class Args(TrainArgs):
     def validate(self) -> None:
         super().validate()
         problems = {
-            "SB3 uses one activation for actor and critic: set --critic.activation to --algo.activation":
-                self.critic.activation != self.algo.activation,
-            "SB3 PPO computes GAE once per rollout: --rollout.recompute-gae is not supported":
-                self.rollout.recompute_gae,
-            "cosine learning-rate decay is not supported by this trainer":
-                self.optim.actor_cosine_decay or self.optim.critic_cosine_decay,
-            "SB3 PPO trains one seed per process: --seeds is not supported (run the seeds as separate processes)":
-                bool(self.seeds),
-        }  # fmt: skip
+            "SB3 uses one activation for actor and critic: set --critic.activation to --algo.activation": self.critic.activation
+            != self.algo.activation,
+            "SB3 PPO computes GAE once per rollout: --rollout.recompute-gae is not supported": self.rollout.recompute_gae,
+            "cosine learning-rate decay is not supported by this trainer": self.optim.actor_cosine_decay
+            or self.optim.critic_cosine_decay,
+            "SB3 PPO trains one seed per process: --seeds is not supported (run the seeds as separate processes)": bool(
+                self.seeds
+            ),
+        }
         for message, failed in problems.items():
             if failed:
                 raise ValueError(message)
@@ -175,8 +173,12 @@ class Sb3Trainer(Learner):
             # SB3 counts `total_timesteps` from num_timesteps when not resetting it; a restored checkpoint
             # (always after an iteration, so num_timesteps > 0) continues, a fresh run starts at 0.
             resumed = self.model.num_timesteps > 0
-            self.model.learn(total - self.model.num_timesteps, callback=self.collector, log_interval=None,
-                             reset_num_timesteps=not resumed)  # fmt: skip
+            self.model.learn(
+                total - self.model.num_timesteps,
+                callback=self.collector,
+                log_interval=None,
+                reset_num_timesteps=not resumed,
+            )
 
     def after_update(self) -> None:
         seconds = time.perf_counter() - self._start
@@ -283,15 +285,7 @@ def zoo_preset(env: str | None) -> Args:
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset, "zoo": zoo_preset}
 
 
-def train(env, preset: str = "cpu", **overrides) -> GSBPolicy:
-    """Train SB3 PPO on `env` from Python and return the policy (a Gaussian actor); the run folder is the CLI's.
-    `env` and `overrides` as for every trainer's `train` (see `trainers._core.api`)."""
-    return api.train(PRESETS, Sb3Trainer, env, preset, overrides)
-
-
-def main(argv=None) -> None:
-    train_main(Args, PRESETS, Sb3Trainer, __doc__, argv, get_algo("ppo").load_hint)
-
+train, main = api.entry_points("ppo", Args, PRESETS, __doc__, Sb3Trainer)
 
 if __name__ == "__main__":
     main()

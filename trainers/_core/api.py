@@ -96,8 +96,40 @@ def train(presets: dict, make_trainer, env, preset: str, overrides: dict[str, An
     return GSBPolicy.from_pretrained(result)
 
 
-def loop_train(presets: dict, make_algorithm, env, preset: str, overrides: dict[str, Any]):
-    """`train` for an algorithm of the shared loop: `make_algorithm(args.algo)` is its algorithm."""
-    from .cli import loop_trainer
+TRAIN_DOC = """Train `{name}` on `env` from Python and return the policy as a `GSBPolicy`; the run folder is the CLI's.
 
-    return train(presets, lambda args: loop_trainer(make_algorithm(args.algo), args), env, preset, overrides)
+    `env`: a Gymnasium id, "module:Env-v0", a Playground task name, or a callable returning a `gymnasium.Env`.
+    `preset`: {presets}. `overrides`: the CLI's fields, top-level (`total_steps=...`, `seed=...`,
+    `output_dir=...`, `resume=True`) or per group as a dict (`rollout={{"num_envs": 8}}`, `algo={{...}}`).
+    """
+
+
+def entry_points(name: str, args_type: type, presets: dict, doc: str, make_trainer):
+    """`train(env, preset="cpu", **overrides)` (the Python API) and `main(argv)` (the command line) of the
+    trainer registered as `name`, whose configuration is `args_type` (starting from `presets`, described by its
+    module docstring `doc`) and whose runs `make_trainer(args)` builds. A trainer module ends with
+    `train, main = entry_points(...)`, so that its own file holds only what is its own."""
+    from . import cli
+    from .runlog import module_name
+
+    def train_api(env, preset: str = "cpu", **overrides):
+        return train(presets, make_trainer, env, preset, overrides)
+
+    def main(argv=None):
+        return cli.train_main(args_type, presets, make_trainer, doc, argv)
+
+    train_api.__doc__ = TRAIN_DOC.format(name=name, presets=", ".join(map(repr, presets)))
+    for function, public in ((train_api, "train"), (main, "main")):
+        function.__name__ = function.__qualname__ = public
+        function.__module__ = args_type.__module__
+    main.__doc__ = f"The command line `python -m {module_name(args_type)}` (argv: its arguments)."
+    return train_api, main
+
+
+def loop_entry_points(algorithm: type, args_type: type, presets: dict, doc: str):
+    """`entry_points` for an algorithm of the shared training loop (`algorithm(args.algo)` is its instance)."""
+    from . import cli
+
+    return entry_points(
+        algorithm.name, args_type, presets, doc, lambda args: cli.loop_trainer(algorithm(args.algo), args)
+    )

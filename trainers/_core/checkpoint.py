@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import safetensors.numpy
 
-from gsbpolicy.files import canonical_sha256, loads_json, naming, sha256_bytes
+from gsbpolicy._files import canonical_sha256, loads_json, naming, sha256_bytes
 
 from .distributed import is_main_process, to_host
 

@@ -19,11 +19,12 @@ from typing import NoReturn
 import tyro
 
 from gsbpolicy import HubRequestError
-from gsbpolicy.cli import FAILURE, USAGE, MissingExtraError, OneLineParser, one_line, write_failure
-from gsbpolicy.files import LinkError
+from gsbpolicy._cli import FAILURE, USAGE, MissingExtraError, OneLineParser, one_line, write_failure
+from gsbpolicy._files import LinkError
 
 from .checkpoint import CheckpointError
 from .config import TrainArgs
+from .runlog import module_name
 from .stops import out_of_memory, sigterm_raises, stop_signal, where_it_stopped
 from .update import NonFiniteError
 
@@ -54,7 +55,7 @@ def parse(args_type: type, presets: dict[str, Preset], default_preset: str, desc
     description = (
         f"{description}\n\n--preset {{{preset_help}}} (default {default_preset}) selects the starting values."
     )
-    prog = f"python -m {_module_name(args_type)}"
+    prog = f"python -m {module_name(args_type)}"
     args = tyro_cli(args_type, default=base, args=rest, description=description, prog=prog)
     try:
         args.validate()
@@ -63,13 +64,6 @@ def parse(args_type: type, presets: dict[str, Preset], default_preset: str, desc
     except MissingExtraError as err:
         fail(str(err), FAILURE)
     return args
-
-
-def _module_name(args_type: type) -> str:
-    """The module a config type belongs to, by its import name also when it runs as `__main__`."""
-    module = sys.modules[args_type.__module__]
-    spec = getattr(module, "__spec__", None)
-    return spec.name if spec is not None else args_type.__module__
 
 
 def tyro_message(text: str) -> str:
@@ -121,12 +115,10 @@ def fail(message: str, code: int) -> NoReturn:
     raise CliExit(message, code)
 
 
-def train_main(
-    args_type: type, presets: dict[str, Preset], make_trainer, description: str, argv, load_hint: str
-):
+def train_main(args_type: type, presets: dict[str, Preset], make_trainer, description: str, argv):
     """A trainer's `main`: parse (default preset "cpu"), set up the run with `make_trainer(args)`, train, then
-    say where the policy is and how to load it (`load_hint` formatted with the policy folder). Whatever stops
-    the run early (a bad argument, Ctrl-C, SIGTERM, a full disk, out of memory) is one line (`stops`)."""
+    say where the policy is and how to load it. Whatever stops the run early (a bad argument, Ctrl-C, SIGTERM,
+    a full disk, out of memory) is one line (`stops`)."""
     args = parse(args_type, presets, "cpu", description, argv)
     with sigterm_raises():
         try:
@@ -143,7 +135,7 @@ def train_main(
             lifecycles = getattr(trainer, "lifecycles", None) or [trainer.lifecycle]
             _stopped(err, args, where_it_stopped(lifecycles))
     for policy_dir in result if isinstance(result, list) else [result]:  # a seed group: one folder per seed
-        print(closing_lines(policy_dir, load_hint))
+        print(closing_lines(policy_dir))
     return result
 
 
@@ -162,30 +154,23 @@ def _stopped(err: BaseException, args, where: str) -> None:
     raise err
 
 
-def closing_lines(policy_dir: Path, load_hint: str) -> str:
+LOAD_HINT = 'from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("{}")'
+"""How every policy folder loads (`{}` is the folder): one loader for every kind."""
+
+
+def closing_lines(policy_dir: Path) -> str:
     """What the end of training prints: the final evaluation, where the policy is, and what to do next."""
     results = json.loads((policy_dir / "results.json").read_text())
-    return "\n".join([
-        f"\nfinal evaluation on {results['env_id']}: return {results['mean']:.1f} +/- {results['std']:.1f} over "
-        f"{results['n_episodes']} deterministic episodes",
-        f"policy saved to {policy_dir}",
-        f"  load it:    {load_hint.format(policy_dir)}",
-        f"  export it:  python -m export.onnx {policy_dir} --out {policy_dir / 'policy.onnx'}",
-        f"  publish it: python -m hub_cards.publish {policy_dir.parent} --repo-id ORG/NAME --dry-run",
-    ])  # fmt: skip
-
-
-FLOW_POLICY_HINT = 'from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("{}")'
-
-
-def run_cli(args_type: type, presets: dict[str, Preset], make_algorithm, description: str, argv=None,
-            load_hint: str = FLOW_POLICY_HINT) -> Path:  # fmt: skip
-    """`train_main` for a trainer of the shared loop: `make_algorithm(args.algo)` is its algorithm."""
-
-    def make_trainer(args):
-        return loop_trainer(make_algorithm(args.algo), args)
-
-    return train_main(args_type, presets, make_trainer, description, argv, load_hint)
+    return "\n".join(
+        [
+            f"\nfinal evaluation on {results['env_id']}: return {results['mean']:.1f} +/- {results['std']:.1f} over "
+            f"{results['n_episodes']} deterministic episodes",
+            f"policy saved to {policy_dir}",
+            f"  load it:    {LOAD_HINT.format(policy_dir)}",
+            f"  export it:  python -m export.onnx {policy_dir} --out {policy_dir / 'policy.onnx'}",
+            f"  publish it: python -m hub_cards.publish {policy_dir.parent} --repo-id ORG/NAME --dry-run",
+        ]
+    )
 
 
 def loop_trainer(algorithm, args):

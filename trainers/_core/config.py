@@ -14,8 +14,9 @@ from typing import Annotated, Literal
 
 import tyro
 
-from gsbpolicy import PolicySpec, env_kind
-from gsbpolicy.cli import require_extra
+from gsbpolicy import PolicySpec
+from gsbpolicy._cli import require_extra
+from gsbpolicy._internal import env_kind
 from gsbpolicy.hub import check_policy_name
 
 
@@ -241,16 +242,24 @@ class InitArgs:
     the first actor updates see a critic fitted to the pretrained policy. Rounded up to whole iterations."""
 
     def validate(self) -> None:
-        require(self.source is None or self.source.strip() != "", "init.source", "a policy folder or Hub id",
-                self.source)  # fmt: skip
+        require(
+            self.source is None or self.source.strip() != "",
+            "init.source",
+            "a policy folder or Hub id",
+            self.source,
+        )
         if self.source is not None:
             try:
                 check_policy_name(self.source)
             except ValueError as err:
                 raise ValueError(f"--init-from: {err}") from None
         require(self.critic_warmup_steps >= 0, "init.critic_warmup_steps", ">= 0", self.critic_warmup_steps)
-        require(self.source is not None or self.critic_warmup_steps == 0, "init.critic_warmup_steps",
-                "0 without --init-from (a fresh actor has no behaviour to keep)", self.critic_warmup_steps)  # fmt: skip
+        require(
+            self.source is not None or self.critic_warmup_steps == 0,
+            "init.critic_warmup_steps",
+            "0 without --init-from (a fresh actor has no behaviour to keep)",
+            self.critic_warmup_steps,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,40 +318,71 @@ class TrainArgs:
         require(
             bool(self.env.strip()), "env", "an env id (a Gymnasium id or a Playground task name)", self.env
         )
-        require(self.output_dir is None or str(self.output_dir).strip() not in ("", "."), "output_dir",
-                "a folder for the run (not empty: that would write the run into the current folder)",
-                None if self.output_dir is None else str(self.output_dir))  # fmt: skip
+        require(
+            self.output_dir is None or str(self.output_dir).strip() not in ("", "."),
+            "output_dir",
+            "a folder for the run (not empty: that would write the run into the current folder)",
+            None if self.output_dir is None else str(self.output_dir),
+        )
         require(0 <= self.seed < 2**32, "seed", "in [0, 2**32)", self.seed)
-        if self.seeds:
-            for seed in self.seeds:
-                require(0 <= seed < 2**32, "seeds", "in [0, 2**32)", seed)
-            require(len(set(self.seeds)) == len(self.seeds), "seeds", "distinct", self.seeds)
-            require(env_kind(self.env) == "playground", "seeds",
-                    "used with a Playground env (a Gymnasium env steps on the host one seed after another, so "
-                    "grouping would save only the compile: run the seeds as separate processes)", self.seeds)  # fmt: skip
-            require(not self.distributed, "seeds", "used without --distributed (a seed group runs on one device)",
-                    self.seeds)  # fmt: skip
-        require(self.total_steps >= 1, "total_steps", ">= 1", self.total_steps)
+        self._validate_seed_group()
         for group in (self.rollout, self.optim, self.policy, self.critic, self.eval, self.log, self.init):
             group.validate()
         algo = getattr(self, "algo", None)  # each trainer's Args adds its algorithm's group
         if hasattr(algo, "validate"):
             algo.validate()
-        per = self.rollout.steps_per_iteration
-        require(self.total_steps >= per, "total_steps",
-                f"at least one iteration ({per:,} env steps: --rollout.num-envs x --rollout.unroll-length x "
-                "--rollout.unrolls-per-iteration)", self.total_steps)  # fmt: skip
-        require(self.num_iterations * per < 2**31, "total_steps",
-                f"below 2**31 = {2**31:,} env steps once rounded up to whole iterations (the step counters are "
-                "32-bit)", self.total_steps)  # fmt: skip
-        warmup = self.init.critic_warmup_steps
-        # Equal to the budget is allowed: the pretrained policy scored under this run's own protocol (the
-        # fine-tuning suites' "pretrained only" column); beyond it is a mistake.
-        require(warmup <= self.total_steps, "init.critic_warmup_steps",
-                f"<= --total-steps ({self.total_steps}; equal: the actor's network never trains)", warmup)  # fmt: skip
+        self._validate_budget()
         for name, value in widths(self):
             require(value >= 1, name, ">= 1", value)
         check_env_id(self.env)
+
+    def _validate_seed_group(self) -> None:
+        if not self.seeds:
+            return
+        for seed in self.seeds:
+            require(0 <= seed < 2**32, "seeds", "in [0, 2**32)", seed)
+        require(len(set(self.seeds)) == len(self.seeds), "seeds", "distinct", self.seeds)
+        require(
+            env_kind(self.env) == "playground",
+            "seeds",
+            "used with a Playground env (a Gymnasium env steps on the host one seed after another, so "
+            "grouping would save only the compile: run the seeds as separate processes)",
+            self.seeds,
+        )
+        require(
+            not self.distributed,
+            "seeds",
+            "used without --distributed (a seed group runs on one device)",
+            self.seeds,
+        )
+
+    def _validate_budget(self) -> None:
+        """At least one iteration, within the 32-bit step counters, and no longer a critic warm-up than it."""
+        require(self.total_steps >= 1, "total_steps", ">= 1", self.total_steps)
+        per = self.rollout.steps_per_iteration
+        require(
+            self.total_steps >= per,
+            "total_steps",
+            f"at least one iteration ({per:,} env steps: --rollout.num-envs x --rollout.unroll-length x "
+            "--rollout.unrolls-per-iteration)",
+            self.total_steps,
+        )
+        require(
+            self.num_iterations * per < 2**31,
+            "total_steps",
+            f"below 2**31 = {2**31:,} env steps once rounded up to whole iterations (the step counters are "
+            "32-bit)",
+            self.total_steps,
+        )
+        warmup = self.init.critic_warmup_steps
+        # Equal to the budget is allowed: the pretrained policy scored under this run's own protocol (the
+        # fine-tuning suites' "pretrained only" column); beyond it is a mistake.
+        require(
+            warmup <= self.total_steps,
+            "init.critic_warmup_steps",
+            f"<= --total-steps ({self.total_steps}; equal: the actor's network never trains)",
+            warmup,
+        )
 
 
 def flag(name: str) -> str:

@@ -51,13 +51,14 @@ def eval_record(iteration: int, env_steps: int, evaluate) -> dict:
     return record
 
 
-def write_results(policy_dir, *, env_id: str, algo: str, returns, lengths, seed: int, env_steps: int,
-                  eval_seed: int) -> dict:  # fmt: skip
+def write_results(
+    policy_dir, *, env_id: str, algo: str, returns, lengths, seed: int, env_steps: int, eval_seed: int
+) -> dict:
     """results.json of a finished run (the schema the model cards read): the final deterministic evaluation."""
     import datetime
     import json
 
-    from gsbpolicy.files import atomic_write_text, sha256_bytes
+    from gsbpolicy._files import atomic_write_text, sha256_bytes
 
     from .runlog import RUN_JSON
 

@@ -34,7 +34,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy._files import atomic_write_text
 
 from .runlog import package_versions
 
@@ -135,13 +135,17 @@ class ExportedFunction:
         return carry, extras
 
     def _key(self, leaves, treedef, static) -> str:
-        return program_key(self._name, self._env_source, {
-            "config": self._config,
-            "avals": [f"{leaf.dtype}{list(leaf.shape)}" for leaf in leaves],
-            "tree": _ADDRESS.sub("", str(treedef)),
-            "static": [_static_text(v) for v in jax.tree.leaves(static)],
-            "static_tree": _ADDRESS.sub("", str(jax.tree.structure(static))),
-        })  # fmt: skip
+        return program_key(
+            self._name,
+            self._env_source,
+            {
+                "config": self._config,
+                "avals": [f"{leaf.dtype}{list(leaf.shape)}" for leaf in leaves],
+                "tree": _ADDRESS.sub("", str(treedef)),
+                "static": [_static_text(v) for v in jax.tree.leaves(static)],
+                "static_tree": _ADDRESS.sub("", str(jax.tree.structure(static))),
+            },
+        )
 
     def _prepare(self, key: str, leaves, treedef, static):
         path = self._folder / f"{self._name}-{key}.jaxexport"

@@ -16,8 +16,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from gsbpolicy import FlowPolicy, GSBPolicy, HubRequestError, PolicyFormatError, policy_tensors, sample_noise
-from gsbpolicy.files import tensors_sha256
+from gsbpolicy import FlowPolicy, GSBPolicy, HubRequestError, PolicyFormatError
+from gsbpolicy._files import tensors_sha256
+from gsbpolicy._internal import policy_tensors, sample_noise
 
 FLAG = "--init-from"
 
@@ -57,8 +58,11 @@ def _where(field: str) -> str:
 def spec_differences(pretrained, expected) -> list[str]:
     """'field: pretrained X, this run Y' for every field that differs (the format version aside)."""
     ours, theirs = dataclasses.asdict(expected), dataclasses.asdict(pretrained)
-    return [f"{name} (set by {_where(name)}): pretrained {theirs[name]!r}, this run {ours[name]!r}"
-            for name in ours if name != "format_version" and ours[name] != theirs[name]]  # fmt: skip
+    return [
+        f"{name} (set by {_where(name)}): pretrained {theirs[name]!r}, this run {ours[name]!r}"
+        for name in ours
+        if name != "format_version" and ours[name] != theirs[name]
+    ]
 
 
 def start_actor(actor, init, algo: str):

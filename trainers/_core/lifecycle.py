@@ -13,7 +13,7 @@ import functools
 import json
 from pathlib import Path
 
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy._files import atomic_write_text
 
 from .checkpoint import CheckpointError, commit_checkpoint, find_checkpoint, load_checkpoint, write_checkpoint
 from .config import TrainArgs, output_path
@@ -148,9 +148,12 @@ class RunLifecycle:
             # With no checkpoint yet (a stop before the first one), that is all of them: a clean start.
             dropped = self.logger.truncate(self.num_records)
             if not resumed and self.writer:
-                print(f"--resume: {self.run_dir} holds no checkpoint yet (the run stopped before its first "
-                      f"one): training starts again from iteration 1, and the {dropped} metrics records of the "
-                      "interrupted attempt are discarded", flush=True)  # fmt: skip
+                print(
+                    f"--resume: {self.run_dir} holds no checkpoint yet (the run stopped before its first "
+                    f"one): training starts again from iteration 1, and the {dropped} metrics records of the "
+                    "interrupted attempt are discarded",
+                    flush=True,
+                )
 
     def restore(self, learner: Learner) -> bool:
         """Load the latest checkpoint into `learner` if there is one; returns whether one was loaded."""
@@ -192,14 +195,19 @@ class RunLifecycle:
     def non_finite(self, quantity: str, iteration: int) -> NonFiniteError:
         """The error that stops a run whose `iteration` made `quantity` non-finite, before anything of that
         iteration is logged or saved; the run folder records the stop in `DIVERGED_FILE`."""
-        kept = (f"the last good checkpoint (iteration {self.checkpointed}) is kept in {self.run_dir / 'checkpoint'}"
-                if self.checkpointed is not None else "no checkpoint had been written")  # fmt: skip
+        kept = (
+            f"the last good checkpoint (iteration {self.checkpointed}) is kept in {self.run_dir / 'checkpoint'}"
+            if self.checkpointed is not None
+            else "no checkpoint had been written"
+        )
         if self.writer:
             record = {"iteration": iteration, "quantity": quantity, "checkpoint_iteration": self.checkpointed,
                       "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}  # fmt: skip
             atomic_write_text(self.run_dir / DIVERGED_FILE, json.dumps(record))
-        return NonFiniteError(f"training stopped: non-finite {quantity} (NaN or inf) in iteration {iteration}; "
-                              f"nothing of it was saved and {kept}")  # fmt: skip
+        return NonFiniteError(
+            f"training stopped: non-finite {quantity} (NaN or inf) in iteration {iteration}; "
+            f"nothing of it was saved and {kept}"
+        )
 
     def iteration_done(self, learner: Learner, metrics: dict, episodes: dict, seconds: float) -> None:
         """Log an iteration that took `seconds` of training (`metrics`: its losses and diagnostics;
@@ -215,8 +223,15 @@ class RunLifecycle:
         self.elapsed += seconds
         iteration, env_steps = learner.iteration, learner.env_steps
         sps = self.args.rollout.steps_per_iteration / seconds
-        record = {"type": "train", "iteration": iteration, "env_steps": env_steps, "time/wall_s": self.elapsed,
-                  "time/sps": sps, **episodes, **{f"train/{k}": v for k, v in metrics.items()}}  # fmt: skip
+        record = {
+            "type": "train",
+            "iteration": iteration,
+            "env_steps": env_steps,
+            "time/wall_s": self.elapsed,
+            "time/sps": sps,
+            **episodes,
+            **{f"train/{k}": v for k, v in metrics.items()},
+        }
         self._write(record)
         if iteration in self.due_evals:
             self._write(eval_record(iteration, env_steps, functools.partial(self.evaluate, learner)))

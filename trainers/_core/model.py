@@ -4,7 +4,7 @@ import equinox as eqx
 import jax
 import optax
 
-from gsbpolicy import ACTIVATIONS, RunningNorm
+from gsbpolicy._internal import ACTIVATIONS, RunningNorm
 
 from .config import CriticArgs, OptimArgs
 

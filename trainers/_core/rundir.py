@@ -11,7 +11,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from gsbpolicy.files import LinkError, open_no_follow, read_json, refuse_link
+from gsbpolicy._files import LinkError, open_no_follow, read_json, refuse_link
 
 from .checkpoint import CheckpointError, find_checkpoint, read_meta, verify_files
 from .config import flag
@@ -162,8 +162,10 @@ def _check_resumable(run_dir: Path, algo: str, args) -> None:
         raise RunFolderError(f"{err}; cannot resume") from err
     where = f"the checkpoint of iteration {meta['iteration']} in {directory}"
     if "experiment_sha256" in meta and meta["experiment_sha256"] != experiment_sha256(record):
-        raise RunFolderError(f"{run_dir / RUN_JSON} does not describe the experiment {where} was written by (it was "
-                             "edited or replaced after the run started); cannot resume")  # fmt: skip
+        raise RunFolderError(
+            f"{run_dir / RUN_JSON} does not describe the experiment {where} was written by (it was "
+            "edited or replaced after the run started); cannot resume"
+        )
     _check_metrics(run_dir / METRICS, meta, where)
 
 
@@ -171,9 +173,11 @@ def _read_run_json(run_dir: Path, required: bool) -> dict | None:
     path = run_dir / RUN_JSON
     if not path.is_file():
         if required:
-            raise RunFolderError(f"{path} is missing: --resume cannot check that it continues the experiment the "
-                                 "checkpoint was written by; restore run.json, or start a new run with another "
-                                 "--output-dir")  # fmt: skip
+            raise RunFolderError(
+                f"{path} is missing: --resume cannot check that it continues the experiment the "
+                "checkpoint was written by; restore run.json, or start a new run with another "
+                "--output-dir"
+            )
         return None
     try:
         record = read_json(path, RunFolderError)
@@ -189,11 +193,16 @@ def _read_run_json(run_dir: Path, required: bool) -> dict | None:
 def _check_same_experiment(run_dir: Path, algo: str, args, record: dict) -> None:
     recorded_algo, recorded = record["algo"], dict(record["args"])
     if recorded_algo != algo:
-        raise RunFolderError(f"--resume: {run_dir} holds a {recorded_algo} run, not {algo}; resume it with "
-                             f"trainers.{recorded_algo}")  # fmt: skip
+        raise RunFolderError(
+            f"--resume: {run_dir} holds a {recorded_algo} run, not {algo}; resume it with "
+            f"trainers.{recorded_algo}"
+        )
     changes = config_changes(recorded, args_record(args))
-    refused = {name: change for name, change in changes.items()
-               if not name.startswith(RESULT_NEUTRAL) and not _added_at_default(name, recorded, args)}  # fmt: skip
+    refused = {
+        name: change
+        for name, change in changes.items()
+        if not name.startswith(RESULT_NEUTRAL) and not _added_at_default(name, recorded, args)
+    }
     if refused:
         listed = ", ".join(f"{flag(name)} {old!r} -> {new!r}" for name, (old, new) in refused.items())
         raise RunFolderError(
@@ -208,11 +217,15 @@ def _check_metrics(path: Path, meta: dict, where: str) -> None:
     lines = path.read_bytes().splitlines(keepends=True) if path.is_file() else []
     seen = meta["num_records"]
     if len(lines) < seen:
-        raise RunFolderError(f"{path} holds {len(lines)} records, but {where} was written after {seen}: records "
-                             "were deleted; cannot resume")  # fmt: skip
+        raise RunFolderError(
+            f"{path} holds {len(lines)} records, but {where} was written after {seen}: records "
+            "were deleted; cannot resume"
+        )
     if (
         "metrics_sha256" in meta
         and hashlib.sha256(b"".join(lines[:seen])).hexdigest() != meta["metrics_sha256"]
     ):
-        raise RunFolderError(f"the first {seen} records of {path} are not those {where} was written after (the "
-                             "file was edited); cannot resume")  # fmt: skip
+        raise RunFolderError(
+            f"the first {seen} records of {path} are not those {where} was written after (the "
+            "file was edited); cannot resume"
+        )

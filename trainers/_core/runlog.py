@@ -9,11 +9,12 @@ import json
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 import jax
 
-from gsbpolicy.files import append_text, atomic_write_text, canonical_sha256, loads_json
+from gsbpolicy._files import append_text, atomic_write_text, canonical_sha256, loads_json
 
 from .init_from import provenance
 
@@ -49,10 +50,10 @@ def experiment_sha256(record: dict) -> str:
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
-NOT_CODE = (":(exclude)hub_cards/results", ":(exclude)README.md")
-"""What `dirty` ignores: the committed results and the README. No trainer reads them, and a suite's
-`--publish` rewrites them after every run, so counting them would mark every later run of that suite dirty
-though the code it ran is exactly the commit's."""
+NOT_CODE = (":(exclude)hub_cards/results", ":(exclude)README.md", ":(exclude)docs")
+"""What `dirty` ignores: the committed results, the README and the documentation. No trainer reads them, and a
+suite's `--publish` rewrites them after every run, so counting them would mark every later run of that suite
+dirty though the code it ran is exactly the commit's."""
 
 
 def git_commit(root: Path = SOURCE_ROOT) -> dict:
@@ -127,8 +128,19 @@ def flatten(tree: dict, prefix: str = "") -> dict:
 def config_changes(old: dict, new: dict) -> dict[str, tuple]:
     """{dotted field: (old value, new value)} for every field that differs (None where one lacks it)."""
     old, new = flatten(old), flatten(new)
-    return {name: (old.get(name), new.get(name)) for name in sorted(old.keys() | new.keys())
-            if old.get(name) != new.get(name)}  # fmt: skip
+    return {
+        name: (old.get(name), new.get(name))
+        for name in sorted(old.keys() | new.keys())
+        if old.get(name) != new.get(name)
+    }
+
+
+def module_name(args_type: type) -> str:
+    """The trainer module a config type belongs to, by its import name also when it runs as `__main__`: what
+    `python -m` runs it (run.json records it, and a model card's reproduce command names it)."""
+    module = sys.modules[args_type.__module__]
+    spec = getattr(module, "__spec__", None)
+    return spec.name if spec is not None else args_type.__module__
 
 
 def write_run_json(run_dir: Path, algo: str, args, mesh=None, group: tuple[int, ...] | None = None) -> dict:
@@ -153,7 +165,8 @@ def write_run_json(run_dir: Path, algo: str, args, mesh=None, group: tuple[int, 
         entry = {**now, "changed": {name: {"old": old, "new": new} for name, (old, new) in changed.items()}}
         record["resumes"] = [*record.get("resumes", []), entry]
     else:
-        record = {"algo": algo, "args": args_record(args), **provenance(args), **now}
+        record = {"algo": algo, "module": module_name(type(args)), "args": args_record(args), **provenance(args),
+                  **now}  # fmt: skip
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     return record
 

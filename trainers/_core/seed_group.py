@@ -253,8 +253,9 @@ class SeedGroup:
                     raise lifecycle.non_finite(f"{bad} (seed {seed}; the group stops)", iteration)
                 self.stats[i].update(rewards[i], dones[i], self.args.rollout.unrolls_per_iteration)
                 per_seed.append(values)
-            for lifecycle, member, values, stats in zip(self.lifecycles, self.members, per_seed, self.stats,
-                                                        strict=True):  # fmt: skip
+            for lifecycle, member, values, stats in zip(
+                self.lifecycles, self.members, per_seed, self.stats, strict=True
+            ):
                 lifecycle.record_iteration(member, values, stats.summary(), seconds)
             if lead.checkpoint_due(iteration):
                 # Every seed's new checkpoint is complete on disk before any becomes current.

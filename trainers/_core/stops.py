@@ -8,7 +8,7 @@ import contextlib
 import re
 import signal
 
-from gsbpolicy.cli import INTERRUPTED
+from gsbpolicy._cli import INTERRUPTED
 
 TERMINATED = 143
 """Exit status of a run stopped by SIGTERM (128 + SIGTERM)."""
@@ -43,10 +43,16 @@ def where_it_stopped(lifecycles) -> str:
     (or the seed group) these lifecycles write."""
     lead = lifecycles[0]
     done, total = lead.iteration, lead.args.num_iterations
-    when = (f"after its last iteration ({total} of {total}), while writing its policy folder" if done >= total
-            else f"at iteration {done + 1} of {total}")  # fmt: skip
-    kept = (f"the checkpoint of iteration {lead.checkpointed} is kept in {lead.run_dir / 'checkpoint'}"
-            if lead.checkpointed is not None else f"no checkpoint had been written in {lead.run_dir}")  # fmt: skip
+    when = (
+        f"after its last iteration ({total} of {total}), while writing its policy folder"
+        if done >= total
+        else f"at iteration {done + 1} of {total}"
+    )
+    kept = (
+        f"the checkpoint of iteration {lead.checkpointed} is kept in {lead.run_dir / 'checkpoint'}"
+        if lead.checkpointed is not None
+        else f"no checkpoint had been written in {lead.run_dir}"
+    )
     folders = "" if len(lifecycles) == 1 else f" (and in the other {len(lifecycles) - 1} seeds' folders)"
     return f"{when}; {kept}{folders}: continue with the same command and --resume"
 
@@ -75,10 +81,12 @@ def out_of_memory(err: BaseException, args) -> str | None:
     asked = _BYTES.search(text)
     size = f"{int(asked.group(1)) / 2**30:,.2f} GiB" if asked else "more memory than there is"
     rollout = args.rollout
-    return (f"out of memory: the run asked for {size}; an iteration collects --rollout.num-envs "
-            f"{rollout.num_envs} x --rollout.unroll-length {rollout.unroll_length} x --rollout.unrolls-per-iteration "
-            f"{rollout.unrolls_per_iteration} env steps and updates on 1/--rollout.num-minibatches "
-            f"({rollout.num_minibatches}) of them at a time, and an evaluation runs --eval.num-envs "
-            f"{args.eval.num_envs} envs: lower --rollout.num-envs or --eval.num-envs, or raise "
-            "--rollout.num-minibatches" + (f" (or train fewer --seeds together than {len(args.seeds)})"
-                                           if len(args.seeds) > 1 else ""))  # fmt: skip
+    return (
+        f"out of memory: the run asked for {size}; an iteration collects --rollout.num-envs "
+        f"{rollout.num_envs} x --rollout.unroll-length {rollout.unroll_length} x --rollout.unrolls-per-iteration "
+        f"{rollout.unrolls_per_iteration} env steps and updates on 1/--rollout.num-minibatches "
+        f"({rollout.num_minibatches}) of them at a time, and an evaluation runs --eval.num-envs "
+        f"{args.eval.num_envs} envs: lower --rollout.num-envs or --eval.num-envs, or raise "
+        "--rollout.num-minibatches"
+        + (f" (or train fewer --seeds together than {len(args.seeds)})" if len(args.seeds) > 1 else "")
+    )

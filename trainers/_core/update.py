@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from gsbpolicy import env_kind
+from gsbpolicy._internal import env_kind
 
 from .algorithm import AbstractAlgorithm
 from .config import TrainArgs

@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsbpolicy.cli import FAILURE, USAGE
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy._cli import FAILURE, USAGE
+from gsbpolicy._files import atomic_write_text
 from trainers import presets
 from trainers._core.cli import fail, tyro_cli
 from trainers._core.envs.playground_env import PlaygroundEnv

@@ -38,9 +38,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsbpolicy import FlowPolicy, PolicyFormatError, sample_noise, time_grid
-from gsbpolicy.cli import FAILURE, USAGE
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy import FlowPolicy, PolicyFormatError
+from gsbpolicy._cli import FAILURE, USAGE
+from gsbpolicy._files import atomic_write_text
+from gsbpolicy._internal import sample_noise, time_grid
 from trainers._core.cli import fail, tyro_cli
 from trainers._core.runlog import read_jsonl
 from trainers.experiments import toy_tilt
@@ -114,8 +115,14 @@ def _step_shares(policy, advantage: Advantage, states, n, key, children: int, co
     return jax.vmap(one)(states, jax.random.split(key, states.shape[0]))
 
 
-def reachable_shares(policy: FlowPolicy, advantage: Advantage, key, paths: int = 192, children: int = 32,
-                     continuations: int = 64) -> dict:  # fmt: skip
+def reachable_shares(
+    policy: FlowPolicy,
+    advantage: Advantage,
+    key,
+    paths: int = 192,
+    children: int = 32,
+    continuations: int = 64,
+) -> dict:
     """Shares of Var(A) under the old policy `policy`: the prior's, and per step E[D_n^2] and the part of it
     a drift change reaches; `reachable` is the sum of the latter, `nonlinear` what the steps leave."""
     if policy.spec.clip_iterates:
@@ -159,14 +166,25 @@ def measure(args: Args) -> dict:
     """The shares for the toy old policy of `args.toy`, printed and saved in the log."""
     clock = toy_tilt.Clock()
     old, _ = toy_tilt.old_policy(args.toy, jax.random.split(jax.random.key(args.toy.seed), 4)[0], clock)
-    print(f"{clock()} nested Monte Carlo: {args.paths} paths x {old.spec.num_steps} steps x {args.children} "
-          f"draws x {args.continuations} continuations ...", flush=True)  # fmt: skip
+    print(
+        f"{clock()} nested Monte Carlo: {args.paths} paths x {old.spec.num_steps} steps x {args.children} "
+        f"draws x {args.continuations} continuations ...",
+        flush=True,
+    )
     shares = reachable_shares(old, quadrant_advantage(args.toy.preference), jax.random.key(args.key_seed),
                               args.paths, args.children, args.continuations)  # fmt: skip
     pretraining = {k: getattr(args.toy, k) for k in toy_tilt.PRETRAIN_FIELDS}
-    record = {"pretraining": pretraining, "seed": args.toy.seed, "preference": list(args.toy.preference),
-              "estimator": {"paths": args.paths, "children": args.children,
-                            "continuations": args.continuations, "key_seed": args.key_seed}} | shares  # fmt: skip
+    record = {
+        "pretraining": pretraining,
+        "seed": args.toy.seed,
+        "preference": list(args.toy.preference),
+        "estimator": {
+            "paths": args.paths,
+            "children": args.children,
+            "continuations": args.continuations,
+            "key_seed": args.key_seed,
+        },
+    } | shares
     path = log_path(args)
     same = ("pretraining", "seed", "preference", "estimator")
     records = [r for r in read_jsonl(path, ValueError) if any(r[k] != record[k] for k in same)] + [record]
@@ -175,8 +193,10 @@ def measure(args: Args) -> dict:
     print(f"{'step':>4s} {'E[D^2]':>8s} {'drift':>8s}")
     for n, (e, c) in enumerate(zip(shares["step_energy_share"], shares["step_reachable_share"], strict=True)):
         print(f"{n:4d} {e:8.3f} {c:8.3f}")
-    print(f"shares of Var(A): prior {shares['prior_share']:.3f}, reachable by the drift {shares['reachable']:.3f}, "
-          f"nonlinear remainder {shares['nonlinear']:.3f} (saved in {path})")  # fmt: skip
+    print(
+        f"shares of Var(A): prior {shares['prior_share']:.3f}, reachable by the drift {shares['reachable']:.3f}, "
+        f"nonlinear remainder {shares['nonlinear']:.3f} (saved in {path})"
+    )
     return record
 
 
@@ -185,8 +205,9 @@ def main(argv=None) -> None:
     try:
         toy_tilt.validate(args.toy)
         if args.paths < 2 or args.continuations < 2:
-            raise ValueError(f"--paths and --continuations must be at least 2, got {args.paths}, "
-                             f"{args.continuations}")  # fmt: skip
+            raise ValueError(
+                f"--paths and --continuations must be at least 2, got {args.paths}, {args.continuations}"
+            )
         if args.children < 2 or args.children % 2:
             raise ValueError(f"--children must be an even number >= 2, got {args.children}")
     except ValueError as err:

@@ -15,7 +15,8 @@ the exponential tilt p*(x) proportional to p_old(x) exp(A(x) / beta) (Propositio
     python -m trainers.experiments.toy_tilt --sweep   # beta x preferred quadrant x seed; resumable
 
 Prints the target and learned quadrant masses and their L1 error (the paper reports 0.100). The sweep
-writes hub_cards/results/toy_tilt_sweep.{json,md} from the run log hub_cards/results/raw/toy_tilt_sweep.jsonl;
+writes hub_cards/results/toy_tilt_sweep.json and its documentation page docs/benchmarks/toy_tilt_sweep.md from the
+run log hub_cards/results/raw/toy_tilt_sweep.jsonl;
 each progress line of an iteration shows the masses it starts from and the masses it aims at, so the next
 line shows how far it got.
 
@@ -40,7 +41,7 @@ setting's mean L1 and coverage, the share of its own aim an iteration realised):
   p* itself, so only its own shortfall remains. The update, its clips and its KL weight are unchanged; the
   feedback needs the quadrant masses, which here are the whole of what the tilt changes (A is constant on
   each quadrant, so p* / p_old is too).
-The sweep table (hub_cards/results/toy_tilt_sweep.md) gives both loops over beta in {0.5, 1, 2}, each quadrant
+The sweep table (docs/benchmarks/toy_tilt_sweep.md) gives both loops over beta in {0.5, 1, 2}, each quadrant
 preferred and three seeds.
 """
 
@@ -57,20 +58,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gsbpolicy import (
-    FlowPolicy,
-    PolicyFormatError,
-    PolicySpec,
-    load_policy,
-    make_policy,
-    sample_noise,
-    save_policy,
-)
-from gsbpolicy.cli import FAILURE, USAGE
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy import FlowPolicy, PolicyFormatError, PolicySpec, load_policy, make_policy, save_policy
+from gsbpolicy._cli import FAILURE, USAGE
+from gsbpolicy._files import atomic_write_text
+from gsbpolicy._internal import sample_noise
 from trainers._core.bridge_matching import bridge_matching_loss, fit
 from trainers._core.cli import fail, tyro_cli
 from trainers._core.runlog import read_jsonl
+from trainers.benchmark.aggregate import pages_dir
 from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 
 MODES = np.array([[1.5, 1.5], [-1.5, 1.5], [-1.5, -1.5], [1.5, -1.5]], np.float32)
@@ -146,7 +141,8 @@ class Args:
     sweep_seeds: tuple[int, ...] = (0, 1, 2)
     """Seeds of the sweep."""
     results_dir: Path = Path("hub_cards/results")
-    """Where the sweep writes toy_tilt_sweep.json/.md and its run log raw/toy_tilt_sweep.jsonl."""
+    """Where the sweep writes toy_tilt_sweep.json and its run log raw/toy_tilt_sweep.jsonl (its page goes to the
+    documentation for the committed results, beside them otherwise)."""
 
 
 RUN_FIELDS = ("beta", "preference", "seed")
@@ -278,8 +274,9 @@ def _collect(policy: FlowPolicy, quadrant_advantage, key, n: int):
 
 
 @eqx.filter_jit
-def _update(params, static, opt_state, data, minibatch: int, kl_coef, clips: tuple[float, float], lr: float,
-            key):  # fmt: skip
+def _update(
+    params, static, opt_state, data, minibatch: int, kl_coef, clips: tuple[float, float], lr: float, key
+):
     idx = jax.random.choice(key, data[0].shape[0], (minibatch,), replace=False)
     batch = jax.tree.map(lambda x: x[idx], data)
     # The algorithm is built inside the jitted function so that kl_coef (K beta) is traced: every beta
@@ -342,9 +339,12 @@ def gsb_mdpo_updates(policy: FlowPolicy, args: Args, key, clock: Clock | None = 
         }
         history.append(record)
         if clock is not None:
-            print(f"{clock()} iteration {iteration + 1}/{args.iterations}: masses {_fmt(start)} -> aiming at "
-                  f"{_fmt(record['target'])}; last update clips {record['path_clip_frac']:.2f} of paths, "
-                  f"{record['step_clip_frac']:.2f} of steps", flush=True)  # fmt: skip
+            print(
+                f"{clock()} iteration {iteration + 1}/{args.iterations}: masses {_fmt(start)} -> aiming at "
+                f"{_fmt(record['target'])}; last update clips {record['path_clip_frac']:.2f} of paths, "
+                f"{record['step_clip_frac']:.2f} of steps",
+                flush=True,
+            )
     return eqx.combine(params, static), history
 
 
@@ -367,8 +367,11 @@ def run(args: Args, clock: Clock | None = None) -> dict:
     floor_key, update_key = jax.random.split(update_key)
     reachable = prior_limited_masses(old, tilt, floor_key)
     if clock is not None:  # the first iteration also compiles the update: the longest silence otherwise
-        print(f"{clock()} mirror descent: {args.iterations} iterations of {args.updates_per_iteration} updates "
-              f"on {args.paths_per_iteration} paths each ...", flush=True)  # fmt: skip
+        print(
+            f"{clock()} mirror descent: {args.iterations} iterations of {args.updates_per_iteration} updates "
+            f"on {args.paths_per_iteration} paths each ...",
+            flush=True,
+        )
     new, history = gsb_mdpo_updates(old, args, update_key, clock)
     new_x = sample_terminal(new, new_key, args.eval_samples)
     learned = masses(new_x)
@@ -463,13 +466,20 @@ def sweep(args: Args) -> dict:
     current = settings(args)
     done = {(r["beta"], tuple(r["preference"]), r["seed"]) for r in records if r["settings"] == current}
     # Seed by seed, so that an interrupted sweep has already covered the whole grid with fewer seeds.
-    grid = [(beta, rotate_preference(args.preference, q), seed)
-            for seed in args.sweep_seeds for beta in args.sweep_betas for q in args.sweep_quadrants]  # fmt: skip
+    grid = [
+        (beta, rotate_preference(args.preference, q), seed)
+        for seed in args.sweep_seeds
+        for beta in args.sweep_betas
+        for q in args.sweep_quadrants
+    ]
     todo = [cell for cell in grid if cell not in done]
     print(f"{clock()} sweep of {len(grid)} runs: {len(grid) - len(todo)} already in {log_path}", flush=True)
     for number, (beta, preference, seed) in enumerate(todo, 1):
-        print(f"{clock()} run {number}/{len(todo)}: beta {beta}, quadrant {preferred_quadrant(preference)} "
-              f"preferred, seed {seed}", flush=True)  # fmt: skip
+        print(
+            f"{clock()} run {number}/{len(todo)}: beta {beta}, quadrant {preferred_quadrant(preference)} "
+            f"preferred, seed {seed}",
+            flush=True,
+        )
         start = time.perf_counter()
         result = run(dataclasses.replace(args, beta=beta, preference=preference, seed=seed, out=None), clock)
         records.append({
@@ -483,10 +493,11 @@ def sweep(args: Args) -> dict:
         atomic_write_text(log_path, "".join(json.dumps(r) + "\n" for r in records))
     reachable = read_jsonl(reachable_log_path(args.results_dir), SweepLogError)
     summary = summarize(records, current, args.preference, reachable)
-    stem = args.results_dir / "toy_tilt_sweep"
-    atomic_write_text(stem.with_suffix(".json"), json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(stem.with_suffix(".md"), sweep_markdown(summary))
-    print(f"{clock()} wrote {stem}.json and {stem}.md", flush=True)
+    summary_path = args.results_dir / "toy_tilt_sweep.json"
+    page = pages_dir(args.results_dir) / "toy_tilt_sweep.md"
+    atomic_write_text(summary_path, json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(page, sweep_markdown(summary))
+    print(f"{clock()} wrote {summary_path} and {page}", flush=True)
     return summary
 
 
@@ -494,36 +505,59 @@ def _is_paper_setting(beta: float, preference) -> bool:
     return beta == 1.0 and tuple(preference) == PAPER_PREFERENCE
 
 
-def summarize(records: list[dict], current: dict, base_preference, reachable: list[dict] = ()) -> dict:
-    """The current settings' grid (mean and std of L1 over seeds per beta and preferred quadrant), for
-    every other setting in the log its mean L1 next to the current settings' on the same runs, and the
-    drift-reachable shares measured by `toy_reachable` (`reachable`: its log) with what they imply."""
-    mine = [r for r in records if r["settings"] == current]
+def _grid(mine: list[dict]) -> list[dict]:
+    """Mean and std of L1 over seeds per beta and preferred quadrant, of the current settings' runs `mine`."""
     by_cell: dict[tuple, list[dict]] = {}
     for r in mine:
         by_cell.setdefault((r["beta"], preferred_quadrant(r["preference"])), []).append(r)
-    grid = [{
-        "beta": beta, "preferred_quadrant": q, "paper_setting": _is_paper_setting(beta, runs[0]["preference"]),
-        "seeds": [r["seed"] for r in runs], "l1": [r["l1"] for r in runs],
-        "l1_mean": float(np.mean([r["l1"] for r in runs])), "l1_std": float(np.std([r["l1"] for r in runs])),
-    } for (beta, q), runs in sorted(by_cell.items(), key=lambda item: (item[0][0], QUADRANTS.index(item[0][1])))]  # fmt: skip
+    return [
+        {
+            "beta": beta,
+            "preferred_quadrant": q,
+            "paper_setting": _is_paper_setting(beta, runs[0]["preference"]),
+            "seeds": [r["seed"] for r in runs],
+            "l1": [r["l1"] for r in runs],
+            "l1_mean": float(np.mean([r["l1"] for r in runs])),
+            "l1_std": float(np.std([r["l1"] for r in runs])),
+        }
+        for (beta, q), runs in sorted(
+            by_cell.items(), key=lambda item: (item[0][0], QUADRANTS.index(item[0][1]))
+        )
+    ]
+
+
+def _other_settings(records: list[dict], current: dict, mine: list[dict]) -> list[dict]:
+    """For every other setting in the log: what it changed, its mean L1, and the current settings' mean L1 on
+    the same runs (beta, preference, seed), sorted by mean L1."""
     index = {(r["beta"], tuple(r["preference"]), r["seed"]): r["l1"] for r in mine}
     others: dict[str, list[dict]] = {}
     for r in records:
         if r["settings"] != current:
             others.setdefault(json.dumps(r["settings"], sort_keys=True), []).append(r)
-    other_rows = []
+    rows = []
     for key, runs in others.items():
-        changed = {k: v for k, v in json.loads(key).items() if current.get(k) != v}
         paired = [index.get((r["beta"], tuple(r["preference"]), r["seed"])) for r in runs]
-        other_rows.append({
-            "changed": changed, "runs": len(runs),
-            "cells": sorted({f"beta {r['beta']} {preferred_quadrant(r['preference'])}" for r in runs}),
-            "l1_mean": float(np.mean([r["l1"] for r in runs])),
-            "current_l1_mean_same_runs": float(np.mean(paired)) if None not in paired else None,
-            "seconds_per_run": float(np.mean([r["seconds"] for r in runs])),
-            "coverage": _mean_coverage(runs),
-        })  # fmt: skip
+        rows.append(
+            {
+                "changed": {k: v for k, v in json.loads(key).items() if current.get(k) != v},
+                "runs": len(runs),
+                "cells": sorted({f"beta {r['beta']} {preferred_quadrant(r['preference'])}" for r in runs}),
+                "l1_mean": float(np.mean([r["l1"] for r in runs])),
+                "current_l1_mean_same_runs": float(np.mean(paired)) if None not in paired else None,
+                "seconds_per_run": float(np.mean([r["seconds"] for r in runs])),
+                "coverage": _mean_coverage(runs),
+            }
+        )
+    return sorted(rows, key=lambda row: row["l1_mean"])
+
+
+def summarize(records: list[dict], current: dict, base_preference, reachable: list[dict] = ()) -> dict:
+    """The current settings' grid (mean and std of L1 over seeds per beta and preferred quadrant), for
+    every other setting in the log its mean L1 next to the current settings' on the same runs, and the
+    drift-reachable shares measured by `toy_reachable` (`reachable`: its log) with what they imply."""
+    mine = [r for r in records if r["settings"] == current]
+    grid = _grid(mine)
+    other_rows = _other_settings(records, current, mine)
     paper = [r["l1"] for r in mine if _is_paper_setting(r["beta"], r["preference"])]
     pretrained = [r["pretrain_seconds"] for r in mine if r["pretrain_seconds"]]
     floors = [r["prior_floor_l1"] for r in mine if "prior_floor_l1" in r]
@@ -543,7 +577,7 @@ def summarize(records: list[dict], current: dict, base_preference, reachable: li
         "pretrain_seconds_per_seed": float(np.mean(pretrained)) if pretrained else None,
         "prior_floor_l1_mean": float(np.mean(floors)) if floors else None,
         "prior_floor_l1_max": float(np.max(floors)) if floors else None,
-        "other_settings": sorted(other_rows, key=lambda row: row["l1_mean"]),
+        "other_settings": other_rows,
         "coverage_mean": _mean_coverage(mine),
         "reachable": _reachable_summary(reachable, current, mine),
     }
@@ -559,9 +593,16 @@ def _reachable_summary(measured: list[dict], current: dict, mine: list[dict]) ->
     the L1 errors the sweep would have if every iteration realised exactly that share."""
     if not measured:
         return None
-    rows = [{"changed": {k: v for k, v in r["pretraining"].items() if current.get(k) != v}, "seed": r["seed"],
-             "prior": r["prior_share"], "reachable": r["reachable"], "nonlinear": r["nonlinear"]}
-            for r in measured]  # fmt: skip
+    rows = [
+        {
+            "changed": {k: v for k, v in r["pretraining"].items() if current.get(k) != v},
+            "seed": r["seed"],
+            "prior": r["prior_share"],
+            "reachable": r["reachable"],
+            "nonlinear": r["nonlinear"],
+        }
+        for r in measured
+    ]
     shares = [row["reachable"] for row in rows if not row["changed"]]
     share = float(np.mean(shares)) if shares else None
     paper = [r for r in mine if _is_paper_setting(r["beta"], r["preference"])]
@@ -577,8 +618,6 @@ def _reachable_summary(measured: list[dict], current: dict, mine: list[dict]) ->
 
 def sweep_markdown(summary: dict) -> str:
     """The summary as Markdown: the grid table, then the other settings measured."""
-    betas = sorted({cell["beta"] for cell in summary["grid"]})
-    cells = {(c["beta"], c["preferred_quadrant"]): c for c in summary["grid"]}
     lines = [
         "# Toy tilt sweep",
         "",
@@ -590,10 +629,23 @@ def sweep_markdown(summary: dict) -> str:
         "entry lands on that quadrant). **Bold**: the paper's setting (β = 1, quadrant III preferred; "
         "the paper reports 0.100).",
         "",
+        *_grid_table(summary["grid"]),
+        *_runs_lines(summary),
+        "",
+        "Settings: " + ", ".join(f"`{k}={v}`" for k, v in summary["settings"].items()) + ".",
+        *_reachable_markdown(summary),
+        *_other_settings_lines(summary["other_settings"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _grid_table(grid: list[dict]) -> list[str]:
+    cells = {(c["beta"], c["preferred_quadrant"]): c for c in grid}
+    lines = [
         "| β | " + " | ".join(f"{q} preferred" for q in QUADRANTS) + " | mean |",
         "|---|" + "---|" * (len(QUADRANTS) + 1),
     ]
-    for beta in betas:
+    for beta in sorted({cell["beta"] for cell in grid}):
         row = []
         for q in QUADRANTS:
             cell = cells.get((beta, q))
@@ -601,42 +653,58 @@ def sweep_markdown(summary: dict) -> str:
                 "" if cell is None else f"{cell['l1_mean']:.3f} ± {cell['l1_std']:.3f} (n={len(cell['l1'])})"
             )
             row.append(f"**{text}**" if cell is not None and cell["paper_setting"] else text)
-        values = [v for c in summary["grid"] if c["beta"] == beta for v in c["l1"]]
+        values = [v for c in grid if c["beta"] == beta for v in c["l1"]]
         lines.append(f"| {beta:g} | " + " | ".join(row) + f" | {np.mean(values):.3f} |")
-    if summary["runs"]:
-        paper = summary["paper_setting_l1_mean"]
-        pretrain = summary["pretrain_seconds_per_seed"]
-        lines += ["", f"Over all {summary['runs']} runs: mean L1 **{summary['l1_mean']:.3f}**"
-                  + ("" if paper is None else f"; at the paper's setting: **{paper:.3f}**")
-                  + f". One run takes {summary['seconds_per_run']:.0f} s on average here (2 shared CPU cores)"
-                  + ("" if pretrain is None else f", once its seed's old policy is pretrained ({pretrain:.0f} s, "
-                     "cached)") + "."]  # fmt: skip
-        lines += ["", "An update that tilted every path as p* does would still leave an L1 error of "
-                  f"{summary['prior_floor_l1_mean']:.3f} on average (at most {summary['prior_floor_l1_max']:.3f}), "
-                  "because no update can reweight the prior a^(0): the L1 between the target and the old policy "
-                  "tilted given each draw of a^(0). The closed loop aims at the quadrant masses instead, so it can "
-                  "tilt more given some draws of a^(0) to make up for others."]  # fmt: skip
-    lines += ["", "Settings: " + ", ".join(f"`{k}={v}`" for k, v in summary["settings"].items()) + "."]
-    lines += _reachable_markdown(summary)
-    if summary["other_settings"]:
-        lines += [
-            "",
-            "## Other settings measured",
-            "",
-            "Each row changes the settings above as shown; its mean L1 is next to the current settings' "
-            "mean on the same (β, quadrant, seed) runs where those exist.",
-            "",
-            "| changed | runs | cells | mean L1 | current settings, same runs | coverage | s / run |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for row in summary["other_settings"]:
-            changed = ", ".join(f"`{k}={v}`" for k, v in row["changed"].items())
-            same = row["current_l1_mean_same_runs"]
-            cells_text = ", ".join(row["cells"]) if len(row["cells"]) <= 3 else f"{len(row['cells'])} cells"
-            lines.append(f"| {changed} | {row['runs']} | {cells_text} | {row['l1_mean']:.3f} | "
-                         f"{'' if same is None else f'{same:.3f}'} | {_fmt_share(row['coverage'])} | "
-                         f"{row['seconds_per_run']:.0f} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _runs_lines(summary: dict) -> list[str]:
+    if not summary["runs"]:
+        return []
+    paper, pretrain = summary["paper_setting_l1_mean"], summary["pretrain_seconds_per_seed"]
+    return [
+        "",
+        f"Over all {summary['runs']} runs: mean L1 **{summary['l1_mean']:.3f}**"
+        + ("" if paper is None else f"; at the paper's setting: **{paper:.3f}**")
+        + f". One run takes {summary['seconds_per_run']:.0f} s on average here (2 shared CPU cores)"
+        + (
+            ""
+            if pretrain is None
+            else f", once its seed's old policy is pretrained ({pretrain:.0f} s, cached)"
+        )
+        + ".",
+        "",
+        "An update that tilted every path as p* does would still leave an L1 error of "
+        f"{summary['prior_floor_l1_mean']:.3f} on average (at most {summary['prior_floor_l1_max']:.3f}), "
+        "because no update can reweight the prior a^(0): the L1 between the target and the old policy "
+        "tilted given each draw of a^(0). The closed loop aims at the quadrant masses instead, so it can "
+        "tilt more given some draws of a^(0) to make up for others.",
+    ]
+
+
+def _other_settings_lines(other_settings: list[dict]) -> list[str]:
+    if not other_settings:
+        return []
+    lines = [
+        "",
+        "## Other settings measured",
+        "",
+        "Each row changes the settings above as shown; its mean L1 is next to the current settings' "
+        "mean on the same (β, quadrant, seed) runs where those exist.",
+        "",
+        "| changed | runs | cells | mean L1 | current settings, same runs | coverage | s / run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in other_settings:
+        changed = ", ".join(f"`{k}={v}`" for k, v in row["changed"].items())
+        same = row["current_l1_mean_same_runs"]
+        cells_text = ", ".join(row["cells"]) if len(row["cells"]) <= 3 else f"{len(row['cells'])} cells"
+        lines.append(
+            f"| {changed} | {row['runs']} | {cells_text} | {row['l1_mean']:.3f} | "
+            f"{'' if same is None else f'{same:.3f}'} | {_fmt_share(row['coverage'])} | "
+            f"{row['seconds_per_run']:.0f} |"
+        )
+    return lines
 
 
 def _fmt_share(share: float | None) -> str:
@@ -647,11 +715,15 @@ def _reachable_markdown(summary: dict) -> list[str]:
     """What one iteration realises of its tilt, and what any drift change could (`toy_reachable`)."""
     if summary["coverage_mean"] is None:
         return []
-    lines = ["", "## What limits the tilt", "",
-             f"Coverage: each mirror-descent iteration realised on average {summary['coverage_mean']:.2f} of its "
-             "own aim, the tilt exp(advantage/λ) of the masses it started from (the change of the centred log "
-             "quadrant masses, projected on the change the aim asks for; the column `coverage` below gives it for "
-             "the other settings)."]  # fmt: skip
+    lines = [
+        "",
+        "## What limits the tilt",
+        "",
+        f"Coverage: each mirror-descent iteration realised on average {summary['coverage_mean']:.2f} of its "
+        "own aim, the tilt exp(advantage/λ) of the masses it started from (the change of the centred log "
+        "quadrant masses, projected on the change the aim asks for; the column `coverage` below gives it for "
+        "the other settings).",
+    ]
     reach = summary["reachable"]
     if reach is None:
         return lines
@@ -669,17 +741,23 @@ def _reachable_markdown(summary: dict) -> list[str]:
     ]
     for row in reach["rows"]:
         changed = ", ".join(f"`{k}={v}`" for k, v in row["changed"].items()) or "these settings"
-        lines.append(f"| {changed} | {row['seed']} | {row['prior']:.3f} | {row['reachable']:.3f} | "
-                     f"{row['nonlinear']:.3f} | {row['prior'] + row['reachable'] + row['nonlinear']:.2f} |")  # fmt: skip
+        lines.append(
+            f"| {changed} | {row['seed']} | {row['prior']:.3f} | {row['reachable']:.3f} | "
+            f"{row['nonlinear']:.3f} | {row['prior'] + row['reachable'] + row['nonlinear']:.2f} |"
+        )
     if reach["l1_at_share"] is not None:
         paper = reach["paper_l1_at_share"]
-        lines += ["", f"If every iteration of the open loop (`track_tilt_path=False`: each fed A) realised exactly the "
-                  f"reachable share ({reach['share_mean']:.2f}, the mean over seeds for these settings), the learned "
-                  f"masses would be p_old exp(share · A/β): a sweep mean L1 of {reach['l1_at_share']:.3f}"
-                  + ("" if paper is None else f" and {paper:.3f} at the paper's setting") + ". The closed loop "
-                  "(`track_tilt_path=True`) aims each iteration at the next point of the tilt path from the masses "
-                  "the policy has, so what one iteration cannot reach is carried into the next aim: this bound is the "
-                  "open loop's, not the closed loop's."]  # fmt: skip
+        lines += [
+            "",
+            f"If every iteration of the open loop (`track_tilt_path=False`: each fed A) realised exactly the "
+            f"reachable share ({reach['share_mean']:.2f}, the mean over seeds for these settings), the learned "
+            f"masses would be p_old exp(share · A/β): a sweep mean L1 of {reach['l1_at_share']:.3f}"
+            + ("" if paper is None else f" and {paper:.3f} at the paper's setting")
+            + ". The closed loop "
+            "(`track_tilt_path=True`) aims each iteration at the next point of the tilt path from the masses "
+            "the policy has, so what one iteration cannot reach is carried into the next aim: this bound is the "
+            "open loop's, not the closed loop's.",
+        ]
     return lines
 
 
@@ -695,8 +773,9 @@ def validate(args: Args) -> None:
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.minibatch > args.paths_per_iteration:
-        raise ValueError(f"--minibatch ({args.minibatch}) exceeds --paths-per-iteration "
-                         f"({args.paths_per_iteration})")  # fmt: skip
+        raise ValueError(
+            f"--minibatch ({args.minibatch}) exceeds --paths-per-iteration ({args.paths_per_iteration})"
+        )
     if not all(np.isfinite(args.preference)):
         raise ValueError(f"--preference must be finite, got {args.preference}")
     if args.sweep:

@@ -3,14 +3,14 @@
 - `PlaygroundEnv` / `PlaygroundBackend`: a jittable batch of MuJoCo Playground envs; the rollout is a
   `lax.scan` inside the jitted iteration, split over a device mesh.
 - `GymnasiumEnv` / `GymnasiumBackend`: a host-side Gymnasium vector env stepped from Python.
-- `backend_type` (by `gsbpolicy.env_kind`) -> `make_backend` for a training run, `make_evaluator` for a trainer
+- `backend_type` (by `gsbpolicy._envid.env_kind`) -> `make_backend` for a training run, `make_evaluator` for a trainer
   that brings its own envs (SB3), `make_env` for the bare env adapter.
 """
 
 import importlib
 from typing import Any
 
-from gsbpolicy import env_kind
+from gsbpolicy._internal import env_kind
 
 from ..algorithm import AbstractAlgorithm
 from ..config import TrainArgs

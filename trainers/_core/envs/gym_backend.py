@@ -104,8 +104,11 @@ class GymnasiumBackend(EnvBackend):
         tree = dict(tree)
         obs = np.asarray(tree.pop("obs"))
         if not tree:  # an env without a snapshot (gym_state): keep the fresh episodes `start` began
-            print(f"note: {self.args.env} has no get_state/set_state, so the resumed run continues with fresh "
-                  "episodes and will not match an uninterrupted run bit for bit", file=sys.stderr)  # fmt: skip
+            print(
+                f"note: {self.args.env} has no get_state/set_state, so the resumed run continues with fresh "
+                "episodes and will not match an uninterrupted run bit for bit",
+                file=sys.stderr,
+            )
             return
         self.obs = obs
         gym_state.set_state(self.env.vec_env, tree)

@@ -163,8 +163,14 @@ class PlaygroundBackend(EnvBackend):
         self._reset = compile_function(reset, num_carry=0, name="playground-reset", args=self.args, env=env,
                                        mesh=mesh)  # fmt: skip
         _, (self.env_state, self.obs) = self._reset(distributed.put(env_key, distributed.replicated(mesh)))
-        self._iteration = compile_function(self._make_iteration(update), num_carry=3, mesh=mesh, args=self.args,
-                                           env=env, name=f"{self.algorithm.name}-playground-iteration")  # fmt: skip
+        self._iteration = compile_function(
+            self._make_iteration(update),
+            num_carry=3,
+            mesh=mesh,
+            args=self.args,
+            env=env,
+            name=f"{self.algorithm.name}-playground-iteration",
+        )
         self.evaluator = PlaygroundEvaluator(self.algorithm, self.args, mesh, train_env=env)
         return state
 

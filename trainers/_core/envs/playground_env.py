@@ -189,16 +189,15 @@ class PlaygroundEnv(eqx.Module):
                 f"num_envs, episode_length and action_repeat must be >= 1, got "
                 f"{num_envs}, {episode_length}, {action_repeat}"
             )
-        env = dm_control_suite.load(registered, config_overrides={"impl": "jax", **(config_overrides or {})})
-        if jax.process_count() > 1:
-            # MJX puts the model on jax.devices()[0], which only process 0 can read; every process of a
-            # multi-process run keeps its own copy on one of its devices (a constant of the jitted code).
-            env._mjx_model = mjx.put_model(env.mj_model, impl=env._config.impl, device=jax.local_devices()[0])
         config = {"impl": "jax", **(config_overrides or {})}
+        env = _load(registered, config)
         obs_dim = remembered(
-            remember_in, "observation-size", {"env": registered, "config": config}, type(env),
+            remember_in,
+            "observation-size",
+            {"env": registered, "config": config},
+            type(env),
             lambda: jax.tree.map(lambda x: x.shape[-1], _reset_shapes(env).obs),
-        )  # fmt: skip
+        )
         if not isinstance(obs_dim, int):
             raise ValueError(
                 f"{name} has dict observations {obs_dim}; only flat vector observations are supported"
@@ -295,3 +294,13 @@ class PlaygroundEnv(eqx.Module):
 def _where_tree(pred: Bool[Array, ""], on_true: Any, on_false: Any) -> Any:
     """Per-env select of a whole pytree (used under vmap, so `pred` is a scalar)."""
     return jax.tree.map(lambda x, y: jnp.where(pred, x, y), on_true, on_false)
+
+
+def _load(registered: str, config: dict):
+    """The Playground env `registered` with `config` overrides, its MJX model where this process can read it."""
+    env = dm_control_suite.load(registered, config_overrides=config)
+    if jax.process_count() > 1:
+        # MJX puts the model on jax.devices()[0], which only process 0 can read; every process of a
+        # multi-process run keeps its own copy on one of its devices (a constant of the jitted code).
+        env._mjx_model = mjx.put_model(env.mj_model, impl=env._config.impl, device=jax.local_devices()[0])
+    return env
