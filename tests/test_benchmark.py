@@ -10,12 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-from gsbpolicy.cli import CommandError
+from gsbpolicy._cli import CommandError
 from trainers._core.lifecycle import DIVERGED_FILE
 from trainers._core.runlog import git_commit
-from trainers.benchmark import aggregate, compare, stats
+from trainers.benchmark import aggregate, compare, ledger, report, stats
 from trainers.benchmark import runner as benchmark
 from trainers.benchmark.suites import SUITES, Suite, Variant
+from trainers.benchmark.summary import FEW_COLUMNS, summarize
 
 TINY_TRAINER = ("--rollout.num-envs", "4", "--rollout.unroll-length", "16", "--rollout.num-minibatches", "2",
                 "--rollout.epochs", "1", "--policy.num-steps", "2", "--policy.width", "8", "--policy.depth", "1",
@@ -145,7 +146,7 @@ def test_a_run_records_other_trainers_sharing_the_machine(tmp_path, monkeypatch)
         other.kill()
     assert shared["other_trainers_peak"] == 1 and shared["shared_fraction"] > 0.5
     record = {"concurrent_runs": 1, "cost": shared}
-    assert aggregate.shared_machine(record) and not aggregate.shared_machine({**record, "cost": alone})
+    assert ledger.shared_machine(record) and not ledger.shared_machine({**record, "cost": alone})
 
 
 @pytest.mark.parametrize("left", ["metrics.jsonl", "run.json"])
@@ -263,21 +264,21 @@ def _record(variant, seed, final, curve, cost=10.0):
 def test_summary_arithmetic(tiny_suite):
     records = [_record("gsb_mdpo", 0, 10.0, [1.0, 2.0, 10.0]), _record("gsb_mdpo", 1, 20.0, [3.0, 4.0]),
                _record("lambda=0", 0, 5.0, [0.0, 1.0, 5.0], cost=20.0)]  # fmt: skip
-    summary = aggregate.summarize("tiny", records)
+    summary = summarize("tiny", records)
     entry = summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]
     assert entry["final_mean"] == 15.0 and entry["final_std"] == 5.0  # population std across seeds
     # Only evaluation points every seed reached enter the curve.
     assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.0, 1.0],
                               "last_per_seed": [2.0, 4.0]}  # fmt: skip
     assert list(summary["tasks"]["InvertedPendulum-v5"]) == ["gsb_mdpo", "lambda=0"]  # suite order
-    table = aggregate.markdown(summary)
+    table = report.markdown(summary)
     assert "**15.0 ± 5.0 (2)**" in table and "5.0 (1 seed)" in table and "± 0.0" not in table
     assert "Hardware: x, 2 cores, GPU none." in table
     assert "minutes end to end (on the hardware above): gsb_mdpo 0.2, lambda=0 0.3." in table
     # A suite that ran on two machines gives each machine's fastest runs, never one mixed minimum.
     gpu_run = {**_record("gsb_mdpo", 2, 12.0, [1.0]), "cost": {"wall_s": 6.0}}
     gpu_run["hardware"] = {"cpu": "y", "cores": 16, "gpu": "H200"}
-    table = aggregate.markdown(aggregate.summarize("tiny", [*records, gpu_run]))
+    table = report.markdown(summarize("tiny", [*records, gpu_run]))
     assert (
         "end to end on x, 2 cores, GPU none: gsb_mdpo 0.2, lambda=0 0.3; on y, 16 cores, GPU H200: gsb_mdpo 0.1."
         in table
@@ -294,27 +295,27 @@ def test_a_suite_with_several_tasks_gets_each_machines_cost_per_task_and_column(
         **_record("gsb_mdpo", 2, 12.0, [12.0], cost=6.0),
         "hardware": {"cpu": "y", "cores": 16, "gpu": "H200"},
     }
-    table = aggregate.markdown(aggregate.summarize("tiny", [*cpu, gpu]))
+    table = report.markdown(summarize("tiny", [*cpu, gpu]))
     # The fastest run of each (task, column) on each machine, never a minimum mixed across machines.
     assert "minutes end to end on x, 2 cores, GPU none:\n\n| task | gsb_mdpo | lambda=0 |" in table
     assert "| InvertedPendulum-v5 | 1.0 | - |\n| Hopper-v5 | - | 0.5 |" in table
     assert "minutes end to end on y, 16 cores, GPU H200:" in table
     assert "| InvertedPendulum-v5 | 0.1 | - |\n| Hopper-v5 | - | - |" in table
     # One task: the fastest-run line already says it all.
-    assert "per task and column" not in aggregate.markdown(aggregate.summarize("tiny", cpu[:2]))
+    assert "per task and column" not in report.markdown(summarize("tiny", cpu[:2]))
 
 
 def test_a_task_no_run_ever_scored_on_is_named_as_unable_to_rank(tiny_suite):
     # A sparse reward no run reached: ties everywhere, which must not read as evidence of equal methods.
     flat = [_record("gsb_mdpo", 0, 0.0, [0.0, 0.0]), _record("lambda=0", 0, 0.0, [0.0, 0.0])]
-    summary = aggregate.summarize("tiny", flat)
+    summary = summarize("tiny", flat)
     assert summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]["constant_return"] == 0.0
-    assert "returned the same value on: InvertedPendulum-v5 (0)" in aggregate.markdown(summary)
+    assert "returned the same value on: InvertedPendulum-v5 (0)" in report.markdown(summary)
     # One run that ever moved, even at an intermediate evaluation, is a signal.
     moved = [flat[0], _record("lambda=0", 0, 0.0, [1.0, 0.0])]
-    summary = aggregate.summarize("tiny", moved)
+    summary = summarize("tiny", moved)
     assert summary["tasks"]["InvertedPendulum-v5"]["lambda=0"]["constant_return"] is None
-    assert "returned the same value" not in aggregate.markdown(summary)
+    assert "returned the same value" not in report.markdown(summary)
 
 
 def _runs(variant, finals, task="InvertedPendulum-v5"):
@@ -323,34 +324,30 @@ def _runs(variant, finals, task="InvertedPendulum-v5"):
 
 def test_ablation_verdicts_come_from_the_probability_of_improvement_interval(tiny_suite):
     # lambda=0 below every default seed: P(lambda=0 > gsb_mdpo) = 0 in every resample, so "worse".
-    summary = aggregate.summarize(
-        "tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0])
-    )
+    summary = summarize("tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0]))
     entries = summary["tasks"]["InvertedPendulum-v5"]
     assert entries["gsb_mdpo"]["comparison"] is None and entries["gsb_mdpo"]["compared_with"] is None
     assert entries["lambda=0"]["comparison"] == {"of": "lambda=0", "over": "gsb_mdpo", "p_improvement": 0.0,
                                                  "ci": [0.0, 0.0], "verdict": "worse", "rank_p": 0.1}  # fmt: skip
     assert entries["gsb_mdpo"]["iqm"] == 10.0 and entries["gsb_mdpo"]["ci"] == [9.0, 11.0]
-    table = aggregate.markdown(summary)
+    table = report.markdown(summary)
     assert "| vs gsb_mdpo: 0.00 [0.00, 0.00] worse (rank test p = 0.10) |" in table
     assert "| 10.0 [9.0, 11.0] |" in table
     # Overlapping seeds: the interval straddles 0.5.
-    overlap = aggregate.summarize(
-        "tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [5.0, 9.5, 14.0])
-    )
+    overlap = summarize("tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [5.0, 9.5, 14.0]))
     assert (
         overlap["tasks"]["InvertedPendulum-v5"]["lambda=0"]["comparison"]["verdict"]
         == "inconclusive (3 seeds)"
     )
     # Two seeds that do not overlap give the interval [0, 0], but too few seeds for a verdict; one seed has
     # no interval at all.
-    few = aggregate.summarize("tiny", _runs("gsb_mdpo", [9.0, 10.0]) + _runs("lambda=0", [1.0, 2.0, 3.0]))
+    few = summarize("tiny", _runs("gsb_mdpo", [9.0, 10.0]) + _runs("lambda=0", [1.0, 2.0, 3.0]))
     c = few["tasks"]["InvertedPendulum-v5"]["lambda=0"]["comparison"]
     assert c["ci"] == [0.0, 0.0] and c["verdict"] == "inconclusive (3 vs 2 seeds)"
-    one = aggregate.summarize("tiny", _runs("gsb_mdpo", [9.0]) + _runs("lambda=0", [1.0, 2.0, 3.0]))
+    one = summarize("tiny", _runs("gsb_mdpo", [9.0]) + _runs("lambda=0", [1.0, 2.0, 3.0]))
     entries = one["tasks"]["InvertedPendulum-v5"]
     assert entries["lambda=0"]["comparison"]["p_improvement"] is None and entries["gsb_mdpo"]["ci"] is None
-    assert "inconclusive (3 vs 1 seeds)" in aggregate.markdown(one) and "| 9.0 |" in aggregate.markdown(one)
+    assert "inconclusive (3 vs 1 seeds)" in report.markdown(one) and "| 9.0 |" in report.markdown(one)
     assert one["aggregate_iqm"] is None  # one task: the per-task IQM says it all
 
 
@@ -358,11 +355,11 @@ def test_ablation_table_compares_ode_with_sde_evaluation(tiny_suite):
     runs = _runs("gsb_mdpo", [9.0, 10.0, 11.0])
     for r in runs:
         r["curve"] = {**r["curve"], "stochastic": [r["final"]["mean"] - 5.0]}
-    summary = aggregate.summarize("tiny", runs)
+    summary = summarize("tiny", runs)
     assert summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]["ode_vs_sde"]["verdict"] == "better"
     assert (
         "| InvertedPendulum-v5 | gsb_mdpo | 10.0 | 5.0 | 1.00 [1.00, 1.00] better (rank test p = 0.10) |"
-        in aggregate.markdown(summary)
+        in report.markdown(summary)
     )
 
 
@@ -383,7 +380,7 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
                + _runs("gsb_mdpo", [100.0, 110.0, 120.0], "HalfCheetah-v5")
                + _runs("dppo", [200.0, 220.0, 240.0], "HalfCheetah-v5")
                + _runs("genpo", [5.0, 6.0, 7.0], "Hopper-v5"))  # fmt: skip
-    summary = aggregate.summarize("two", records)
+    summary = summarize("two", records)
     hopper, cheetah = summary["tasks"]["Hopper-v5"], summary["tasks"]["HalfCheetah-v5"]
     assert (
         hopper["dppo"]["comparison"]["of"] == "gsb_mdpo"
@@ -397,12 +394,12 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
         np.mean([2 / 11, 3 / 11, 200 / 220, 220 / 220]), abs=1e-3
     )
     assert "genpo" not in agg["columns"]  # it did not run every task
-    table = aggregate.markdown(summary)
+    table = report.markdown(summary)
     assert "P(gsb_mdpo > column)" in table and "| 1.00 [1.00, 1.00] better (rank test p = 0.10) |" in table
     assert "Aggregate IQM over Hopper-v5, HalfCheetah-v5, on normalised returns" in table
     assert "(not yet run on every task: genpo)." in table
     assert "no run yet" not in table
-    only_hopper = aggregate.markdown(aggregate.summarize("two", _runs("gsb_mdpo", [10.0, 11.0], "Hopper-v5")))
+    only_hopper = report.markdown(summarize("two", _runs("gsb_mdpo", [10.0, 11.0], "Hopper-v5")))
     assert "Tasks of this suite with no run yet (not in the tables above): HalfCheetah-v5." in only_hopper
 
 
@@ -412,24 +409,24 @@ def test_a_task_being_filled_in_stays_out_of_the_aggregate_until_most_columns_ra
     monkeypatch.setitem(SUITES, "three", suite)
     complete = [*_runs("gsb_mdpo", [10.0, 11.0, 12.0], "Hopper-v5"), *_runs("dppo", [1.0, 2.0, 3.0], "Hopper-v5"),
                 *_runs("gsb_mdpo", [4.0, 5.0, 6.0], "HalfCheetah-v5"), *_runs("dppo", [6.0, 7.0, 8.0], "HalfCheetah-v5")]  # fmt: skip
-    before = aggregate.summarize("three", complete)["aggregate_iqm"]
-    why = aggregate.FEW_COLUMNS.format(seeds=3)
+    before = summarize("three", complete)["aggregate_iqm"]
+    why = FEW_COLUMNS.format(seeds=3)
     # One seed of one column on the new task, then one seed of every column: without the rule dppo would
     # first leave the aggregate, then every column would drop to that one seed.
     partial = [*complete, *_runs("gsb_mdpo", [30.0], "Swimmer-v5")]
     first_seeds = [*partial, *_runs("dppo", [3.0], "Swimmer-v5")]
     for records in (partial, first_seeds):
-        agg = aggregate.summarize("three", records)["aggregate_iqm"]
+        agg = summarize("three", records)["aggregate_iqm"]
         assert agg["tasks"] == ["Hopper-v5", "HalfCheetah-v5"]
         assert agg["left_out"] == {"Swimmer-v5": why}
         assert agg["columns"] == before["columns"]
-    table = aggregate.markdown(aggregate.summarize("three", first_seeds))
+    table = report.markdown(summarize("three", first_seeds))
     assert f"Left out of the aggregate: Swimmer-v5 ({why})." in table
     swimmer = [*_runs("gsb_mdpo", [30.0, 31.0, 32.0], "Swimmer-v5"), *_runs("dppo", [3.0, 4.0], "Swimmer-v5")]
-    two_dppo_seeds = aggregate.summarize("three", [*complete, *swimmer])["aggregate_iqm"]
+    two_dppo_seeds = summarize("three", [*complete, *swimmer])["aggregate_iqm"]
     assert two_dppo_seeds["left_out"] == {"Swimmer-v5": why}
     third = {**_record("dppo", 2, 5.0, [5.0]), "task": "Swimmer-v5"}
-    done = aggregate.summarize("three", [*complete, *swimmer, third])
+    done = summarize("three", [*complete, *swimmer, third])
     assert done["aggregate_iqm"]["tasks"] == ["Hopper-v5", "HalfCheetah-v5", "Swimmer-v5"]
     assert done["aggregate_iqm"]["left_out"] == {}
     assert done["aggregate_iqm"]["columns"]["dppo"]["seeds"] == [0, 1, 2]
@@ -442,11 +439,11 @@ def test_a_reference_column_is_scored_on_the_paper_columns_scale_without_setting
     records = (_runs("gsb_mdpo", [10.0, 11.0, 12.0], "Hopper-v5") + _runs("dppo", [1.0, 2.0, 3.0], "Hopper-v5")
                + _runs("gsb_mdpo", [100.0, 110.0, 120.0], "HalfCheetah-v5")
                + _runs("dppo", [200.0, 220.0, 240.0], "HalfCheetah-v5"))  # fmt: skip
-    without = aggregate.summarize("ref", records)["aggregate_iqm"]
+    without = summarize("ref", records)["aggregate_iqm"]
     zoo = _runs("sb3_ppo:zoo", [20.0, 22.0, 24.0], "Hopper-v5") + _runs(
         "sb3_ppo:zoo", [440.0] * 3, "HalfCheetah-v5"
     )
-    summary = aggregate.summarize("ref", records + zoo)
+    summary = summarize("ref", records + zoo)
     agg = summary["aggregate_iqm"]
     assert agg["normalised_by"] == without["normalised_by"] == {"Hopper-v5": 11.0, "HalfCheetah-v5": 220.0}
     assert {v: agg["columns"][v]["iqm"] for v in ("dppo", "gsb_mdpo")} == {
@@ -455,9 +452,8 @@ def test_a_reference_column_is_scored_on_the_paper_columns_scale_without_setting
     assert agg["columns"]["sb3_ppo:zoo"]["iqm"] == pytest.approx(
         2.0
     )  # twice the best paper column on each task
-    assert (
-        "so 1.00 is the best paper column there and a reference column can exceed it"
-        in aggregate.markdown(summary)
+    assert "so 1.00 is the best paper column there and a reference column can exceed it" in report.markdown(
+        summary
     )
 
 
@@ -495,8 +491,8 @@ def test_mixed_hardware_is_counted_per_machine_and_named_per_seed(tiny_suite):
     gpu = {**_record("lambda=0", 0, 5.0, [5.0]), "hardware": {"cpu": "y", "cores": 16, "gpu": "H200"},
            "concurrent_runs": 5}  # fmt: skip
     cpu = [_record("gsb_mdpo", 0, 10.0, [10.0]), _record("gsb_mdpo", 1, 11.0, [11.0])]
-    summary = aggregate.summarize("tiny", [*cpu, gpu])
-    table = aggregate.markdown(summary)
+    summary = summarize("tiny", [*cpu, gpu])
+    table = report.markdown(summary)
     assert (
         "Hardware: x, 2 cores, GPU none (2 runs); y, 16 cores, GPU H200 (1 run); each seed's machine" in table
     )
@@ -506,30 +502,36 @@ def test_mixed_hardware_is_counted_per_machine_and_named_per_seed(tiny_suite):
     assert entries["lambda=0"]["hardware_per_seed"] == ["y, 16 cores, GPU H200"]
 
 
-def test_readme_blocks_are_replaced_and_absent_ones_left_out():
-    readme = "a\n<!-- suite:x:start -->\nold\n<!-- suite:x:end -->\nb\n<!-- claims:start -->\n<!-- claims:end -->\n"
-    assert aggregate.readme_with_blocks(readme, {"suite:x": "new\n", "claims": "c\n", "suite:y": "y\n"}) == (
-        "a\n<!-- suite:x:start -->\nnew\n<!-- suite:x:end -->\nb\n<!-- claims:start -->\nc\n<!-- claims:end -->\n"
+def test_a_generated_block_is_replaced_and_a_text_without_it_left_as_it_is():
+    readme = "a\n<!-- headline:start -->\nold\n<!-- headline:end -->\nb\n"
+    assert aggregate.with_block(readme, "headline", "new\n") == (
+        "a\n<!-- headline:start -->\nnew\n<!-- headline:end -->\nb\n"
     )
+    assert aggregate.with_block("no block here\n", "headline", "new\n") == "no block here\n"
 
 
-def test_check_flags_missing_summaries_and_a_stale_claims_block(tiny_suite, tmp_path, monkeypatch):
-    monkeypatch.setattr(stats, "BOOTSTRAP_REPS", 50)  # this test is about files; 5 regenerations follow
+def test_check_flags_missing_summaries_and_pages(tiny_suite, tmp_path, monkeypatch):
+    monkeypatch.setattr(stats, "BOOTSTRAP_REPS", 50)  # this test is about files; regenerations follow
     records = _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0])
     (tmp_path / "tiny.runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     readme = tmp_path / "README.md"
-    readme.write_text("x\n<!-- claims:start -->\nold\n<!-- claims:end -->\n")
+    readme.write_text("x\n<!-- headline:start -->\nold\n<!-- headline:end -->\n")
     stale = aggregate.stale_files(tmp_path, readme)
-    assert (
-        str(tmp_path / "claims.md") in stale and str(tmp_path / "tiny.json") in stale and str(readme) in stale
-    )
+    assert {str(tmp_path / name) for name in ("claims.md", "tiny.json", "tiny.md", "tiny.png")} <= set(stale)
+    assert str(readme) in stale
     aggregate.write_suites(None, tmp_path, readme)
     assert "old" in readme.read_text()  # only the committed results folder writes the real README
     assert aggregate.stale_files(tmp_path, readme) == [str(readme)]
-    _, blocks = aggregate.generated(aggregate.summaries(tmp_path), ["tiny"], tmp_path)
-    readme.write_text(aggregate.readme_with_blocks(readme.read_text(), blocks))
+    readme.write_text(
+        aggregate.with_block(
+            readme.read_text(), "headline", aggregate.headline(aggregate.summaries(tmp_path))
+        )
+    )
     assert aggregate.stale_files(tmp_path, readme) == []
-    assert "| claim (quoted from the paper) |" in readme.read_text()
+    assert "The paper's claims against these runs" in readme.read_text()
+    assert (tmp_path / "tiny.md").read_text().startswith("# tiny\n") and "![Learning curves of tiny" in (
+        tmp_path / "tiny.md"
+    ).read_text()
 
 
 def test_unknown_suite_to_regenerate_is_a_usage_error(capsys):
@@ -539,7 +541,7 @@ def test_unknown_suite_to_regenerate_is_a_usage_error(capsys):
     with pytest.raises(
         ValueError, match="nope.runs.jsonl: trainers/benchmark/suites.py defines no suite 'nope'"
     ):
-        aggregate.summarize("nope", [])
+        summarize("nope", [])
 
 
 def test_committed_summaries_match_committed_ledgers():

@@ -3,8 +3,9 @@ combine, and what the generated text says."""
 
 import pytest
 
-from trainers.benchmark import aggregate, claims
+from trainers.benchmark import claims, claims_report
 from trainers.benchmark.suites import SUITES, Suite, Variant
+from trainers.benchmark.summary import summarize
 
 
 def _runs(task, variant, finals):
@@ -42,11 +43,11 @@ def playground(monkeypatch):
         + _runs("ReacherEasy", "gsb_mdpo", HIGH) + _runs("ReacherEasy", "fpo", MIDDLE)
         + _runs("ReacherEasy", "gaussian_ppo", LOW[:2])
     )  # fmt: skip
-    return {"pg": aggregate.summarize("pg", records)}
+    return {"pg": summarize("pg", records)}
 
 
 def _rows(summaries, judge):
-    return [row for row in claims.rows(summaries) if row.claim.judge is judge]
+    return [row for row in claims_report.rows(summaries) if row.claim.judge is judge]
 
 
 def test_clear_gains_needs_better_against_every_paper_baseline(playground):
@@ -70,7 +71,7 @@ def test_competitive_is_inconclusive_when_a_comparison_lacks_seeds(playground):
     assert outcome.detail == "gsb_mdpo inconclusive vs fpo (3 seeds), gaussian_ppo (3 vs 2 seeds)"
     assert claims.competitive(playground["pg"]["tasks"]["FingerSpin"]).verdict == claims.AGREES
     # No Gym suite here: the Gym claims are not tested, and say so.
-    (hopper,) = [row for row in claims.rows(playground) if "Hopper-v5" in row.claim.tasks]
+    (hopper,) = [row for row in claims_report.rows(playground) if "Hopper-v5" in row.claim.tasks]
     assert (hopper.suite, hopper.verdict, hopper.evidence) == (None, claims.NOT_TESTED, "-")
 
 
@@ -83,8 +84,8 @@ def test_a_paper_column_the_suite_has_not_run_blocks_agreement(monkeypatch):
     records = (_runs("FingerSpin", "gsb_mdpo", HIGH) + _runs("FingerSpin", "fpo", LOW)
                + _runs("FingerSpin", "genpo", LOW) + _runs("HalfCheetah-v5", "genpo", HIGH)
                + _runs("HalfCheetah-v5", "gsb_mdpo", LOW) + _runs("HalfCheetah-v5", "fpo", LOW))  # fmt: skip
-    summary = aggregate.summarize("pg2", records)
-    assert claims.unrun_columns(summary, "FingerSpin") == ("dppo",)  # the reference column is not owed
+    summary = summarize("pg2", records)
+    assert claims_report.unrun_columns(summary, "FingerSpin") == ("dppo",)  # the reference column is not owed
     row = _rows({"pg2": summary}, claims.clear_gains)[0]  # the Playground claim
     assert row.verdict == claims.INCONCLUSIVE
     assert "FingerSpin: inconclusive (gsb_mdpo better than fpo, genpo; not run yet: dppo)" in row.detail
@@ -93,7 +94,7 @@ def test_a_paper_column_the_suite_has_not_run_blocks_agreement(monkeypatch):
     # A column that ran and won still decides "disagrees" without the missing one.
     cheetah = summary["tasks"]["HalfCheetah-v5"]
     assert (
-        claims.competitive(cheetah, claims.unrun_columns(summary, "HalfCheetah-v5")).verdict
+        claims.competitive(cheetah, claims_report.unrun_columns(summary, "HalfCheetah-v5")).verdict
         == claims.DISAGREES
     )
 
@@ -106,7 +107,7 @@ def test_ablation_directions(monkeypatch):
     task = "HalfCheetah-v5"
     records = (_runs(task, "gsb_mdpo", HIGH) + _runs(task, "eta=0", MIDDLE) + _runs(task, "lambda=0,eta=0", LOW)
                + _runs(task, "no clip,eta=0", [30.0, 31.0, 32.0]) + _runs(task, "N=4", LOW))  # fmt: skip
-    entries = aggregate.summarize("abl", records)["tasks"][task]
+    entries = summarize("abl", records)["tasks"][task]
     assert claims.path_kl_matters(entries).verdict == claims.AGREES  # below eta=0 in every seed
     assert claims.clipping_matters(entries).verdict == claims.DISAGREES  # above eta=0: the claim fails
     assert claims.reference_mixing_helps(entries).verdict == claims.INCONCLUSIVE
@@ -124,9 +125,9 @@ def test_a_verdict_on_runs_another_suite_reused_is_given_once(monkeypatch):
         _suite(monkeypatch, name, ("HalfCheetah-v5",), variants, kind="ablation")
     own = _runs("HalfCheetah-v5", "gsb_mdpo", HIGH) + _runs("HalfCheetah-v5", "eta=0", MIDDLE)
     reused = [{**r, "reused_from": "main"} for r in own]
-    once = {"abl": aggregate.summarize("abl", reused), "why": aggregate.summarize("why", reused)}
+    once = {"abl": summarize("abl", reused), "why": summarize("why", reused)}
     assert [row.suite for row in _rows(once, claims.ode_beats_sde)] == ["abl"]  # the same runs: one row
-    twice = {"abl": aggregate.summarize("abl", reused), "why": aggregate.summarize("why", own)}
+    twice = {"abl": summarize("abl", reused), "why": summarize("why", own)}
     assert [row.suite for row in _rows(twice, claims.ode_beats_sde)] == ["abl", "why"]  # other runs: two
 
 
@@ -149,9 +150,13 @@ def test_clip_fraction_and_compute_rules():
 
 
 def test_generated_text_states_every_rule(playground):
-    text = claims.markdown(playground)
+    text = claims_report.page(playground)
     for claim in claims.CLAIMS:
         assert claim.where in text and f"`{claim.judge.__name__}`:" in text
     assert '"worse" against any; inconclusive otherwise.' in text  # a docstring, as the code states it
-    block = claims.readme_block(playground)
-    assert block.startswith("| claim (quoted from the paper) |") and "hub_cards/results/claims.md" in block
+    assert (
+        text.startswith("# The paper's claims, against our runs\n")
+        and "| claim (quoted from the paper) |" in text
+    )
+    lines = claims_report.one_line_each(playground)
+    assert len(lines) == len({c.short for c in claims.CLAIMS}) and all(": **" in line for line in lines)

@@ -9,9 +9,10 @@ import pytest
 
 from trainers import bc, fpo, gsb_mdpo
 from trainers._core.cli import parse
-from trainers.benchmark import aggregate, pretraining
+from trainers.benchmark import plots, pretraining, report
 from trainers.benchmark import runner as benchmark
 from trainers.benchmark.suites import SUITES
+from trainers.benchmark.summary import summarize
 
 SUITE = SUITES["finetune-cpu-gym"]
 
@@ -104,19 +105,19 @@ def test_the_summary_reports_the_path_kl_to_the_clone_and_the_verdicts_in_words(
         *(_record("gsb_mdpo:scratch", s, 300.0 + s, None) for s in range(3)),
         *(_record("fpo", s, [199.0, 201.5, 203.0][s], 5.0) for s in range(3)),
     ]
-    summary = aggregate.summarize("finetune-cpu-gym", records)
+    summary = summarize("finetune-cpu-gym", records)
     hopper = summary["tasks"]["Hopper-v5"]
     assert hopper["gsb_mdpo"]["path_kl_init"]["final_per_seed"] == [1.0, 2.0, 3.0]
     assert hopper["gsb_mdpo"]["path_kl_init"]["mean"] == [1.0, 2.0]
     assert "path_kl_init" not in hopper["gsb_mdpo:scratch"]
-    table = aggregate.markdown(summary)
+    table = report.markdown(summary)
     assert "| Hopper-v5 | gsb_mdpo | 201.0 ± 0.8 (3) | 2 ± 0.82 |" in table
     assert "| Hopper-v5 | gsb_mdpo:scratch | 301.0 ± 0.8 (3) | - (fresh actor) |" in table
     assert (
         "- Hopper-v5: fine-tuned GSB-MDPO beats `bc` (P = 1.00 [1.00, 1.00]); is inconclusive against `fpo` "
         "(P = 0.44 [0.00, 1.00], 3 seeds); is beaten by `gsb_mdpo:scratch` (P = 0.00 [0.00, 0.00])." in table
     )
-    assert aggregate.plot(summary)[:4] == b"\x89PNG"
+    assert plots.plot(summary)[:4] == b"\x89PNG"
     json.dumps(summary)  # the committed summary is JSON
 
 

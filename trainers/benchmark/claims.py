@@ -1,8 +1,8 @@
 """The paper's claims about returns, each judged from the benchmark summaries by a rule written here.
 
-`python -m trainers.benchmark.aggregate` writes `hub_cards/results/claims.md` and the README block between
-`<!-- claims:start -->` and `<!-- claims:end -->`. Typed by hand: each claim's wording (quoted from the
-paper) and where the paper makes it. Everything else (evidence, verdicts) is computed from the summaries.
+`claims_report` turns them into the documentation's claims page and the README's one line per claim. Typed by
+hand: each claim's wording (quoted from the paper) and where the paper makes it. Everything else (evidence,
+verdicts) is computed from the summaries.
 
 A claim is judged per task, on every summary of the kind that can test it (a benchmark, ablation or
 compute suite). Each judge below reads one task of one suite: the columns that ran there, and the paper columns
@@ -14,7 +14,6 @@ both columns; "inconclusive" otherwise.
 """
 
 import dataclasses
-import inspect
 from collections.abc import Callable
 
 from ..registry import PROPOSED
@@ -236,8 +235,10 @@ def time_close_to_ppo_fpo_dppo(entries: dict, unrun: tuple[str, ...] = ()) -> Ou
     wall = {v: entries[v]["wall_s_mean"] for v in needed}
     cheap = (wall["gaussian_ppo"] + wall["fpo"] + wall["dppo"]) / 3
     close, far = wall[PROPOSED] <= 1.5 * cheap, wall["genpo"] >= 2 * wall[PROPOSED]
-    detail = (f"{PROPOSED} {wall[PROPOSED] / cheap:.2f}x the PPO/FPO/DPPO mean; GenPO "
-              f"{wall['genpo'] / wall[PROPOSED]:.2f}x {PROPOSED}")  # fmt: skip
+    detail = (
+        f"{PROPOSED} {wall[PROPOSED] / cheap:.2f}x the PPO/FPO/DPPO mean; GenPO "
+        f"{wall['genpo'] / wall[PROPOSED]:.2f}x {PROPOSED}"
+    )
     return Outcome(AGREES if close and far else DISAGREES, detail, needed)
 
 
@@ -252,6 +253,8 @@ class Claim:
     kinds: tuple[str, ...]
     """Summary kinds that can test it."""
     judge: Judge
+    short: str
+    """The claim in a few words, for the README's one line per claim."""
 
 
 PLAYGROUND = "§5.1 Main Results on Playground, Fig. 1"
@@ -259,161 +262,45 @@ GYM = "§5.2 Main Results on Gym-MuJoCo, Fig. 2 (A)-(F)"
 CLAIMS = (
     Claim("GSB-MDPO obtains [...] clear gains on BallInCup, FingerSpin, FingerTurnEasy, and FingerTurnHard.",
           PLAYGROUND, ("BallInCup", "FingerSpin", "FingerTurnEasy", "FingerTurnHard"), ("benchmark",),
-          clear_gains),
+          clear_gains, "clear gains on BallInCup, FingerSpin, FingerTurnEasy, FingerTurnHard"),
     Claim("GSB-MDPO obtains competitive or higher returns across the eight tasks", PLAYGROUND,
           # The seven tasks the paper names (it does not name the eighth).
           ("BallInCup", "CheetahRun", "FingerSpin", "FingerTurnEasy", "FingerTurnHard", "ReacherEasy",
-           "ReacherHard"), ("benchmark",), competitive),
+           "ReacherHard"), ("benchmark",), competitive, "competitive or higher across the eight Playground tasks"),
     Claim("On CheetahRun and the two reaching tasks, multiple methods reach comparable final returns, and "
           "GSB-MDPO remains among the leading methods.", PLAYGROUND,
-          ("CheetahRun", "ReacherEasy", "ReacherHard"), ("benchmark",), competitive),
+          ("CheetahRun", "ReacherEasy", "ReacherHard"), ("benchmark",), competitive,
+          "among the leading methods on CheetahRun and the reaching tasks"),
     Claim("[GSB-MDPO] is especially effective on higher-dimensional environments such as Ant-v5 and "
-          "Humanoid-v5", GYM, ("Ant-v5", "Humanoid-v5"), ("benchmark",), clear_gains),
+          "Humanoid-v5", GYM, ("Ant-v5", "Humanoid-v5"), ("benchmark",), clear_gains,
+          "especially effective on Ant and Humanoid"),
     Claim("It also obtains strong final performance on Swimmer-v5 and Walker2d-v5", GYM,
-          ("Swimmer-v5", "Walker2d-v5"), ("benchmark",), strong),
-    Claim("[It] remains competitive on Hopper-v5.", GYM, ("Hopper-v5",), ("benchmark",), competitive),
+          ("Swimmer-v5", "Walker2d-v5"), ("benchmark",), strong,
+          "strong final performance on Swimmer and Walker2d"),
+    Claim("[It] remains competitive on Hopper-v5.", GYM, ("Hopper-v5",), ("benchmark",), competitive, "competitive on Hopper"),
     Claim("On HalfCheetah-v5, GenPO achieves the highest return", GYM, ("HalfCheetah-v5",), ("benchmark",),
-          genpo_highest),
+          genpo_highest, "GenPO highest on HalfCheetah"),
     Claim("Setting this coefficient [the path-KL coefficient] to zero substantially degrades final "
           "performance", "§5.3 Further Analysis, Fig. 3A (compared with eta=0)", ("HalfCheetah-v5",),
-          ("ablation",), path_kl_matters),
+          ("ablation",), path_kl_matters, "path-KL coefficient 0 degrades performance"),
     Claim("A positive reference-mixing coefficient improves performance over the eta=0 variant.",
-          "§5.3 Further Analysis, Fig. 3B", ("HalfCheetah-v5",), ("ablation",), reference_mixing_helps),
+          "§5.3 Further Analysis, Fig. 3B", ("HalfCheetah-v5",), ("ablation",), reference_mixing_helps,
+          "reference mixing (eta > 0) helps"),
     Claim("[Results] support using the deterministic path at evaluation time [...] evaluation removes "
           "sampling noise by following the learned deterministic drift.", "§5.3 Further Analysis, Fig. 3C",
-          ("HalfCheetah-v5",), ("ablation",), ode_beats_sde),
+          ("HalfCheetah-v5",), ("ablation",), ode_beats_sde,
+          "deterministic ODE evaluation better than SDE"),
     Claim("Without clipping, accumulated generation-step likelihood ratios produce a less reliable update.",
           "§5.3 Further Analysis, Fig. 3D (compared with eta=0)", ("HalfCheetah-v5",), ("ablation",),
-          clipping_matters),
+          clipping_matters, "clipping matters"),
     Claim("All four settings [4, 8, 16 and 32 flow steps] reach similar final performance by the end of "
           "training.", "§5.3 Sensitivity to Generation Steps, Fig. 4", ("HalfCheetah-v5",), ("ablation",),
-          steps_similar),
+          steps_similar, "4, 8, 16 and 32 generation steps reach similar returns"),
     Claim("The clipping fraction rises quickly at the beginning of training and then stabilizes at roughly "
           "0.2 throughout most of optimization.", "App. C.2 Step Log-Ratio Clipping Analysis, Fig. 6",
-          ("HalfCheetah-v5",), ("benchmark", "ablation"), clip_fraction_about_0_2),
+          ("HalfCheetah-v5",), ("benchmark", "ablation"), clip_fraction_about_0_2,
+          "step-clip fraction stabilises at about 0.2"),
     Claim("On HalfCheetah-v5, its training time is close to PPO/FPO/DPPO and substantially lower than GenPO",
           "§5.2, Fig. 2 (G); App. C.3 Computational Efficiency, Table 3", ("HalfCheetah-v5",), ("compute",),
-          time_close_to_ppo_fpo_dppo),
+          time_close_to_ppo_fpo_dppo, "training time close to PPO/FPO/DPPO, well below GenPO"),
 )  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------- table
-@dataclasses.dataclass(frozen=True)
-class Row:
-    claim: Claim
-    suite: str | None
-    evidence: str
-    verdict: str
-    detail: str
-
-
-def combine(outcomes: list[str]) -> str:
-    """A suite's verdict on a claim from its per-task verdicts: disagrees when any tested task disagrees,
-    agrees when every tested task agrees, inconclusive otherwise."""
-    if DISAGREES in outcomes:
-        return DISAGREES
-    return AGREES if all(o == AGREES for o in outcomes) else INCONCLUSIVE
-
-
-def unrun_columns(summary: dict, task: str) -> tuple[str, ...]:
-    """The paper columns (not reference columns) `summary`'s suite defines with no run on `task`."""
-    ran = summary["tasks"].get(task, {})
-    return tuple(
-        c["name"] for c in summary.get("planned_columns", []) if not c["reference"] and c["name"] not in ran
-    )
-
-
-def _evidence(summary: dict, suite: str, task: str, outcome: Outcome) -> tuple:
-    """What a verdict rests on: each column it read, with its seeds and the suite that trained them (a run
-    reused from another suite is that suite's run)."""
-    entries = summary["tasks"][task]
-    return (task, *sorted((tuple(entries[c].get("reused_from") or [suite]), c, tuple(entries[c]["seeds"]))
-                          for c in outcome.columns))  # fmt: skip
-
-
-def rows(summaries: dict[str, dict]) -> list[Row]:
-    """One row per claim and suite that tests it; one "not tested here" row for a claim no suite tests. A
-    verdict that rests on the same runs as one an earlier suite already gave (runs reused from another suite)
-    is not counted twice: that task is left out of the later suite's row."""
-    table = []
-    for claim in CLAIMS:
-        found, seen = False, set()
-        for name, summary in summaries.items():
-            if summary["kind"] not in claim.kinds:
-                continue
-            judged = {}
-            for t in claim.tasks:
-                if t in summary["tasks"] and (
-                    o := claim.judge(summary["tasks"][t], unrun_columns(summary, t))
-                ):
-                    if (evidence := _evidence(summary, name, t, o)) not in seen:
-                        seen.add(evidence)
-                        judged[t] = o
-            if not judged:
-                continue
-            found = True
-            seeds = sorted(
-                {len(summary["tasks"][t][c]["seeds"]) for t, o in judged.items() for c in o.columns}
-            )
-            seeds_text = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
-            untested = [t for t in claim.tasks if t not in judged]
-            count = f" ({len(judged)} of {len(claim.tasks)} claimed tasks)" if len(claim.tasks) > 1 else ""
-            evidence = (f"{name}: {', '.join(judged)}{count}; "
-                        f"{seeds_text} seed{'s' * (seeds != [1])} per column; "
-                        f"{summary['budget_env_steps']:,} env steps")  # fmt: skip
-            detail = "; ".join(f"{t}: {o.verdict} ({o.detail})" for t, o in judged.items())
-            if untested:
-                detail += f"; {NOT_TESTED}: {', '.join(untested)}"
-            table.append(Row(claim, name, evidence, combine([o.verdict for o in judged.values()]), detail))
-        if not found:
-            table.append(Row(claim, None, "-", NOT_TESTED, f"{NOT_TESTED}: {', '.join(claim.tasks)}"))
-    return table
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def table(summaries: dict[str, dict]) -> str:
-    """The claims table (the README block's content)."""
-    lines = [
-        "| claim (quoted from the paper) | where in the paper | our evidence | verdict | per task |",
-        "|---|---|---|---|---|",
-    ]
-    for row in rows(summaries):
-        lines.append(f"| \"{_cell(row.claim.wording)}\" | {row.claim.where} | {_cell(row.evidence)} | "
-                     f"**{row.verdict}** | {_cell(row.detail)} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
-def readme_block(summaries: dict[str, dict]) -> str:
-    return table(summaries) + (
-        "\nHow each verdict is reached, and each rule as the code states it: "
-        "[hub_cards/results/claims.md](hub_cards/results/claims.md).\n"
-    )
-
-
-def markdown(summaries: dict[str, dict]) -> str:
-    """`claims.md`: how verdicts are reached, the table, and each rule as written in code."""
-    rules = {}
-    for claim in CLAIMS:
-        rules.setdefault(claim.judge.__name__, inspect.getdoc(claim.judge))
-    lines = [
-        "# The paper's claims about returns, against our benchmark summaries",
-        "",
-        "Generated by `python -m trainers.benchmark.aggregate` from the summaries in this folder; only each claim's "
-        "wording and its place in the paper are typed by hand. One row per claim and suite that tests it; a "
-        "verdict resting on runs an earlier suite's row already judged (runs one suite reused from another) is "
-        "given once. "
-        'The per-task verdicts read the summaries\' probability-of-improvement verdicts: "better" or '
-        '"worse" only when the 95% stratified-bootstrap interval of P(X > Y) across seeds lies entirely '
-        f"above or below 0.5, with >= {stats.MIN_SEEDS_FOR_VERDICT} seeds in both columns, otherwise "
-        '"inconclusive". A suite\'s verdict on a claim combines its tasks: '
-        f'{" ".join(inspect.getdoc(combine).split(": ", 1)[1].split())} A claim no suite can test is "{NOT_TESTED}".',
-        "",
-        table(summaries),
-        "## Rules",
-        "",
-        *[f"- `{name}`: {' '.join(doc.split())}" for name, doc in rules.items()],
-    ]
-    return "\n".join(lines) + "\n"

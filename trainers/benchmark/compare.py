@@ -9,7 +9,7 @@ reproduces what the README reports.
 import json
 from pathlib import Path
 
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy._files import atomic_write_text
 
 from .aggregate import RESULTS_DIR
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gsbpolicy.cli import CommandError
+from gsbpolicy._cli import CommandError
 
 from .._core.rundir import holds_run
 
@@ -89,10 +89,23 @@ def prepare(suite, task: str, seed: int, run_directory: Path) -> Path:
     demonstrator = root / "demonstrator"
     _train(
         "demonstrator",
-        [python, "-m", f"trainers.{spec.demonstrator}", "--preset", suite.preset, "--env", task, "--seed", "0",
-         "--total-steps", str(spec.demonstrator_steps), *suite.args, "--log.no-progress"],
+        [
+            python,
+            "-m",
+            f"trainers.{spec.demonstrator}",
+            "--preset",
+            suite.preset,
+            "--env",
+            task,
+            "--seed",
+            "0",
+            "--total-steps",
+            str(spec.demonstrator_steps),
+            *suite.args,
+            "--log.no-progress",
+        ],
         demonstrator,
-    )  # fmt: skip
+    )
     demos = root / "demos"
     if not (demos / "data" / "metadata.json").exists():
         if demos.exists():  # collect writes beside --out and moves the dataset in whole: this is not one

@@ -28,8 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from gsbpolicy.cli import CommandError, check_writable_folder, run_command
-from gsbpolicy.files import atomic_write_text, open_no_follow
+from gsbpolicy._cli import CommandError, check_writable_folder, run_command
+from gsbpolicy._files import atomic_write_text, open_no_follow
 
 from .._core.cli import tyro_cli
 from .._core.lifecycle import DIVERGED_FILE
@@ -148,15 +148,29 @@ def command(suite: Suite, task: str, variant: Variant, seed: int, directory: Pat
     pretrained = str(pretraining.policy_path(directory, seed))
     variant_args = [pretrained if arg == pretraining.PRETRAINED else arg for arg in variant.args]
     return [
-        sys.executable, "-m", f"trainers.{variant.method}", "--preset", variant.preset or suite.preset,
-        "--env", task, "--seed", str(seed), "--total-steps", str(suite.total_steps), "--output-dir", str(directory),
-        *(suite.args if variant.shared_geometry else ()), *suite.eval_args, *variant_args,
+        sys.executable,
+        "-m",
+        f"trainers.{variant.method}",
+        "--preset",
+        variant.preset or suite.preset,
+        "--env",
+        task,
+        "--seed",
+        str(seed),
+        "--total-steps",
+        str(suite.total_steps),
+        "--output-dir",
+        str(directory),
+        *(suite.args if variant.shared_geometry else ()),
+        *suite.eval_args,
+        *variant_args,
         *(["--resume"] if resume else []),
-    ]  # fmt: skip
+    ]
 
 
-def group_command(suite: Suite, task: str, variant: Variant, seeds: list[int], directory: Path,
-                  resume: bool) -> list[str]:  # fmt: skip
+def group_command(
+    suite: Suite, task: str, variant: Variant, seeds: list[int], directory: Path, resume: bool
+) -> list[str]:
     """One process for several seeds: the trainer writes <directory>/seed_<s> for each (`--seeds`)."""
     cmd = command(suite, task, variant, seeds[0], directory, resume)
     at = cmd.index("--seed")
@@ -165,7 +179,7 @@ def group_command(suite: Suite, task: str, variant: Variant, seeds: list[int], d
 
 def groupable(task: str, variant: Variant) -> bool:
     """Seeds share a process only where the trainer vmaps them: Playground tasks, the shared JAX loop."""
-    from gsbpolicy import env_kind
+    from gsbpolicy._internal import env_kind
 
     return env_kind(task) == "playground" and variant.method != "ppo"
 
@@ -367,8 +381,10 @@ def collect_record(
     if (directory / DIVERGED_FILE).exists():
         diverged = json.loads((directory / DIVERGED_FILE).read_text())
         if not evals:
-            raise RuntimeError(f"{directory} diverged in iteration {diverged['iteration']}, before its first "
-                               "evaluation: it has no return to record")  # fmt: skip
+            raise RuntimeError(
+                f"{directory} diverged in iteration {diverged['iteration']}, before its first "
+                "evaluation: it has no return to record"
+            )
         last = evals[-1]
         results = {"mean": last["eval/return_deterministic"], "std": last["eval/return_deterministic_std"],
                    "n_episodes": None, "deterministic": True, "env_steps": last["env_steps"],
@@ -386,18 +402,26 @@ def collect_record(
     cost["trainer_wall_s"] = trains[-1].get("time/wall_s") if trains else None
     cost["wall_s"] = max(cost["wall_s"], cost["trainer_wall_s"] or 0.0)
     return {
-        "suite": suite.name, "task": task, "variant": variant.name, "method": variant.method, "seed": seed,
+        "suite": suite.name,
+        "task": task,
+        "variant": variant.name,
+        "method": variant.method,
+        "seed": seed,
         "command": ledger_command(suite, task, variant, seed, directory),
         "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
         "curve": curve,
         "step_clip_frac": _train_curve(trains, "train/step_clip_frac"),
         "path_kl_init": _train_curve(trains, "train/path_kl_init"),
-        "cost": cost, "concurrent_runs": jobs, "seed_group": run.get("seed_group"),
-        "git": run["git"], "packages": run["packages"], "device": run["device"],
+        "cost": cost,
+        "concurrent_runs": jobs,
+        "seed_group": run.get("seed_group"),
+        "git": run["git"],
+        "packages": run["packages"],
+        "device": run["device"],
         "hardware": hardware(),
         "finished": results["date"],
         **({"diverged": diverged} if diverged else {}),
-    }  # fmt: skip
+    }
 
 
 def _train_curve(trains: list[dict], key: str) -> dict | None:
@@ -490,14 +514,18 @@ def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path,
 
     Only this thread writes the ledger and the summaries, in the order runs finish, so concurrent runs never
     race on a file."""
-    jobs = group_runs(suite, commands) if args.group_seeds else [
-        (task, variant, [seed], [directory], cmd) for task, variant, seed, directory, cmd in commands
-    ]  # fmt: skip
+    jobs = (
+        group_runs(suite, commands)
+        if args.group_seeds
+        else [(task, variant, [seed], [directory], cmd) for task, variant, seed, directory, cmd in commands]
+    )
     failures = []
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        futures = {pool.submit(_train, cmd, folders, args.sample_interval): (task, variant, seeds, folders)
-                   for task, variant, seeds, folders, cmd in jobs}  # fmt: skip
+        futures = {
+            pool.submit(_train, cmd, folders, args.sample_interval): (task, variant, seeds, folders)
+            for task, variant, seeds, folders, cmd in jobs
+        }
         for future in concurrent.futures.as_completed(futures):
             task, variant, seeds, folders = futures[future]
             ended = list(zip(seeds, folders, strict=True))
@@ -506,8 +534,11 @@ def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path,
             except RuntimeError as err:
                 ended = [(seed, d) for seed, d in ended if (d / DIVERGED_FILE).exists()]
                 print(f"{'DIVERGED (recorded)' if ended else 'FAILED'} {err}", file=sys.stderr, flush=True)
-                failures.extend((task, variant.name, seed) for seed, d in zip(seeds, folders, strict=True)
-                                if (seed, d) not in ended)  # fmt: skip
+                failures.extend(
+                    (task, variant.name, seed)
+                    for seed, d in zip(seeds, folders, strict=True)
+                    if (seed, d) not in ended
+                )
                 for _, directory in ended:
                     _fold_interrupted_attempt(directory)
             for seed, directory in ended:
@@ -523,8 +554,11 @@ def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path,
                     if "diverged" in record
                     else ""
                 )
-                print(f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}{stop}, "
-                      f"{record['cost']['wall_s']:.0f} s", flush=True)  # fmt: skip
+                print(
+                    f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}{stop}, "
+                    f"{record['cost']['wall_s']:.0f} s",
+                    flush=True,
+                )
             if ended:
                 _aggregate(suite.name, results_dir)
     finally:
@@ -596,8 +630,12 @@ def _aggregate(suite: str, results_dir: Path) -> None:
 
         write_suite(suite, results_dir)
     except Exception as err:  # noqa: BLE001 - reported, and the aggregate command redoes it
-        print(f"summaries of {suite} not regenerated ({type(err).__name__}: {err}); the ledger is saved: "
-              "run `python -m trainers.benchmark.aggregate`", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"summaries of {suite} not regenerated ({type(err).__name__}: {err}); the ledger is saved: "
+            "run `python -m trainers.benchmark.aggregate`",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def main(argv=None) -> None:

@@ -1,0 +1,287 @@
+"""A suite's summary as the Markdown of its documentation page: the tables (built here, cell by cell) and the
+prose around them (in `templates/`, so that the words are read and edited as words)."""
+
+from pathlib import Path
+
+import jinja2
+
+from ..registry import PROPOSED
+from . import stats
+from .ledger import PROBE_FILE
+from .summary import columns
+
+TEMPLATES = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,  # Markdown, not HTML
+)
+TEMPLATES.filters["g"] = lambda value: f"{value:g}"
+
+
+def markdown(summary: dict) -> str:
+    """The suite's tables and their reading, as Markdown."""
+    if summary["kind"] == "compute":
+        return _compute_markdown(summary)
+    variants = columns(summary["tasks"])
+    compared = any(e["comparison"] for entries in summary["tasks"].values() for e in entries.values())
+    return TEMPLATES.get_template("suite.md.jinja").render(
+        s=summary,
+        proposed=PROPOSED,
+        min_seeds=stats.MIN_SEEDS_FOR_VERDICT,
+        probe_file=PROBE_FILE,
+        ablation=summary["kind"] == "ablation",
+        hardware=_hardware_text(summary),
+        mean_table=_table(summary, variants, _mean_std_cell),
+        iqm_table=_table(summary, variants, lambda entries, e: interval_text(e["iqm"], e["ci"], 1)),
+        comparison_table=_table(summary, variants, _comparison_cell) if compared else None,
+        aggregate=_aggregate(summary),
+        unrun=[t for t in summary.get("planned_tasks", []) if t not in summary["tasks"]],
+        constant=_constant_tasks(summary),
+        probes=list(summary["exploration_probe"].values()),
+        diverged=_diverged_runs(summary),
+        fastest=_fastest_text(summary, variants),
+        cost_tables=_cost_tables(summary, variants),
+        shared=[
+            f"{v} on {task} from {', '.join(e['reused_from'])}"
+            for task, entries in summary["tasks"].items()
+            for v, e in entries.items()
+            if e.get("reused_from")
+        ],
+        finetune=_finetune(summary) if summary["kind"] == "finetune" else None,
+        ablation_rows=_ablation_rows(summary),
+        clips=[
+            f"{task} {_clip_text(e)}"
+            for task, entries in summary["tasks"].items()
+            if (e := entries.get(PROPOSED)) and "step_clip_frac" in e
+        ],
+    )
+
+
+# ------------------------------------------------------------------------------------------------ cells
+def _fmt(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def interval_text(point: float | None, ci: list[float] | None, digits: int) -> str:
+    """ "0.83 [0.50, 1.00]": a point estimate with its interval, when it has one."""
+    return _fmt(point, digits) + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "")
+
+
+def _table(summary: dict, variants: list[str], cell) -> str:
+    """One row per task, one column per variant; `cell(entries, entry)` formats a cell ("-" where a column did
+    not run the task). A reference column's header says so."""
+    names = [
+        f"{v} (reference)" if any(e.get(v, {}).get("reference") for e in summary["tasks"].values()) else v
+        for v in variants
+    ]
+    lines = ["| task | " + " | ".join(names) + " |", "|---|" + "---|" * len(variants)]
+    lines += [
+        f"| {task} | "
+        + " | ".join("-" if v not in entries else cell(entries, entries[v]) for v in variants)
+        + " |"
+        for task, entries in summary["tasks"].items()
+    ]
+    return "\n".join(lines)
+
+
+def _mean_std_cell(entries: dict, e: dict) -> str:
+    n = len(e["seeds"])
+    # One seed has no spread: "± 0.0" would read as a measured zero variance.
+    text = (
+        f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({n})" if n > 1 else f"{e['final_mean']:.1f} (1 seed)"
+    )
+    best = max(other["final_mean"] for other in entries.values())
+    text = f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text
+    # .get: summaries written before diverged runs were recorded have no such field.
+    return text + (f" ({len(e['diverged'])} diverged)" if e.get("diverged") else "")
+
+
+def comparison_text(c: dict) -> str:
+    """A comparison's probability of improvement with its interval, verdict and rank-test p."""
+    if c["p_improvement"] is None:
+        return c["verdict"]
+    return f"{interval_text(c['p_improvement'], c['ci'], 2)} {c['verdict']} (rank test p = {c['rank_p']:.2f})"
+
+
+def _comparison_cell(entries: dict, e: dict) -> str:
+    c = e["comparison"]
+    if c is None:
+        return "-"
+    # A benchmark's comparisons all have GSB-MDPO on one side; an ablation's controls differ per column.
+    return (f"vs {c['over']}: " if c["of"] != PROPOSED else "") + comparison_text(c)
+
+
+def _clip_text(entry: dict) -> str:
+    clip = entry.get("step_clip_frac")
+    return f"{clip['mean_over_training']:.3f} ({clip['peak']:.3f})" if clip else "-"
+
+
+# ------------------------------------------------------------------------------------- what the prose reads
+def _aggregate(summary: dict) -> dict | None:
+    agg = summary.get("aggregate_iqm")
+    if not agg or not agg["columns"]:
+        return None
+    missing = [v for v in columns(summary["tasks"]) if v not in agg["columns"]]
+    return {
+        "tasks": agg["tasks"],
+        "parts": [
+            f"{v} {interval_text(c['iqm'], c['ci'], 2)} ({stats.seeds_text(len(c['seeds']), len(c['seeds']))})"
+            for v, c in agg["columns"].items()
+        ],
+        "missing_text": f" (not yet run on every task: {', '.join(missing)})." if missing else ".",
+        "references": any(
+            e.get("reference") for entries in summary["tasks"].values() for e in entries.values()
+        ),
+        "left_out": [f"{t} ({why})" for t, why in agg.get("left_out", {}).items()],
+    }
+
+
+def _constant_tasks(summary: dict) -> list[str]:
+    """Tasks on which every run of every column returned one value at every evaluation: no method ever left
+    its starting return, so ties there say nothing about the methods."""
+    flat = []
+    for task, entries in summary["tasks"].items():
+        values = {e.get("constant_return") for e in entries.values()}
+        if None not in values and len(values) == 1:
+            flat.append(f"{task} ({values.pop():g})")
+    return flat
+
+
+def _diverged_runs(summary: dict) -> list[str]:
+    return [
+        f"{v} on {task} seed {d['seed']} (non-finite {d['quantity']} in iteration {d['iteration']}; last "
+        f"evaluation at {d['last_eval_env_steps']:,} env steps)"
+        for task, entries in summary["tasks"].items()
+        for v, e in entries.items()
+        for d in e.get("diverged", [])
+    ]
+
+
+def _hardware_labels(summary: dict) -> list[str]:
+    return sorted(
+        {lb for entries in summary["tasks"].values() for e in entries.values() for lb in e["hardware"]}
+    )
+
+
+def _fastest_text(summary: dict, variants: list[str]) -> str | None:
+    """Runs may have shared the machine (with each other, or with other work), so the fastest run per method
+    is the closest to its uncontended cost; a suite that ran on several machines gets one list per machine."""
+    fastest: dict[str, list[str]] = {}
+    for label in _hardware_labels(summary):
+        for v in variants:
+            walls = [
+                w
+                for entries in summary["tasks"].values()
+                if (e := entries.get(v)) and (w := e["wall_s_min_by_hardware"].get(label))
+            ]
+            if walls:
+                fastest.setdefault(label, []).append(f"{v} {min(walls) / 60:.1f}")
+    if not fastest:
+        return None
+    if len(fastest) == 1:
+        return f"(on the hardware above): {', '.join(next(iter(fastest.values())))}"
+    return "; ".join(f"on {label}: {', '.join(runs)}" for label, runs in fastest.items())
+
+
+def _cost_tables(summary: dict, variants: list[str]) -> list[tuple[str, str]]:
+    """A run's cost depends on the task (its simulation cost per step) as well as on the method, so a suite
+    with several tasks also gets its fastest run per task and column, one table per machine."""
+    if len(summary["tasks"]) < 2:
+        return []
+
+    def cell_on(label: str):
+        def cell(entries: dict, e: dict) -> str:
+            wall = e["wall_s_min_by_hardware"].get(label)
+            return "-" if wall is None else f"{wall / 60:.1f}"
+
+        return cell
+
+    return [(label, _table(summary, variants, cell_on(label))) for label in _hardware_labels(summary)]
+
+
+def _finetune(summary: dict) -> dict:
+    """How far each fine-tuning column moved from the policy it started from (the lambda trade-off), and the
+    verdicts a reader of a fine-tuning suite asks for first, in words."""
+    rows = []
+    for task, entries in summary["tasks"].items():
+        for v, e in entries.items():
+            kl = e.get("path_kl_init")
+            kl_text = f"{kl['final_mean']:.3g} ± {kl['final_std']:.2g}" if kl else "- (fresh actor)"
+            rows.append(f"| {task} | {v} | {_mean_std_cell({v: e}, e)} | {kl_text} |")
+    verdicts = [
+        (task, [_verdict_words(v, e["comparison"]) for v, e in entries.items() if e.get("comparison")])
+        for task, entries in summary["tasks"].items()
+    ]
+    return {"rows": rows, "verdicts": verdicts}
+
+
+def _verdict_words(column: str, c: dict) -> str:
+    verb = {"better": "beats", "worse": "is beaten by"}.get(c["verdict"], "is inconclusive against")
+    p = f"P = {interval_text(c['p_improvement'], c['ci'], 2)}" if c["p_improvement"] is not None else ""
+    seeds = c["verdict"].removeprefix("inconclusive ").strip("()") if verb.startswith("is inc") else ""
+    detail = ", ".join(x for x in (p, seeds) if x)
+    return f"{verb} `{column}`" + (f" ({detail})" if detail else "")
+
+
+def _ablation_rows(summary: dict) -> list[str]:
+    if summary["kind"] != "ablation":
+        return []
+    rows = []
+    for task, entries in summary["tasks"].items():
+        for v, e in entries.items():
+            det, sto = e["curve"]["mean"], e["curve_stochastic"]["mean"]
+            ode = comparison_text(e["ode_vs_sde"]) if "ode_vs_sde" in e else "-"
+            rows.append(
+                f"| {task} | {v} | {_fmt(det[-1] if det else None)} | {_fmt(sto[-1] if sto else None)} | "
+                f"{ode} | {_clip_text(e)} |"
+            )
+    return rows
+
+
+def _hardware_text(summary: dict) -> str:
+    """One machine for the whole table, or how many runs ran on each (the returns do not depend on it; the
+    JSON's `hardware_per_seed` says which), and how many runs shared their machine with other runs (which
+    slows only their wall-clock)."""
+    runs_on: dict[str, int] = {}
+    shared = total = 0
+    for entries in summary["tasks"].values():
+        for e in entries.values():
+            for label in e["hardware_per_seed"]:
+                runs_on[label] = runs_on.get(label, 0) + 1
+            shared += e["runs_sharing_machine"]
+            total += len(e["seeds"])
+    if len(runs_on) <= 1:
+        text = next(iter(runs_on), "none recorded")
+    else:
+        text = "; ".join(f"{label} ({n} run{'s' * (n != 1)})" for label, n in runs_on.items())
+        text += f"; each seed's machine is listed in `{summary['suite']}.json`"
+    return text + (f" ({shared} of {total} runs shared the machine with another run)" if shared else "")
+
+
+def _compute_markdown(summary: dict) -> str:
+    """The paper's Table 3 for a compute suite: wall-clock and memory per method, relative to Gaussian PPO."""
+    gpu = any(e.get("peak_gpu_mib_mean") for t in summary["tasks"].values() for e in t.values())
+    tasks = []
+    for task, entries in summary["tasks"].items():
+        base = entries.get("gaussian_ppo", {}).get("wall_s_mean")
+        rows = []
+        for v, e in entries.items():
+            peak = e["peak_gpu_mib_mean"] if gpu else e["peak_rss_mib_mean"]
+            mean = e["mean_gpu_mib_mean"] if gpu else e["mean_rss_mib_mean"]
+            rel = f"{e['wall_s_mean'] / base:.2f}×" if base else "-"
+            rows.append(
+                f"| {v} | {e['wall_s_mean'] / 60:.2f} min | {rel} | {_fmt(peak / 1024, 2)} GB | "
+                f"{_fmt(mean / 1024, 2)} GB |"
+            )
+        tasks.append({"name": task, "rows": rows})
+    hardware = summary["hardware"] or {}
+    return TEMPLATES.get_template("compute.md.jinja").render(
+        s=summary,
+        tasks=tasks,
+        memory="GPU memory" if gpu else "RSS",
+        cpu=hardware.get("cpu", "?"),
+        gpu=hardware.get("gpu") or "none",
+    )

@@ -1,0 +1,279 @@
+"""A suite's summary (`hub_cards/results/<suite>.json`) from its ledger: per task and column, the seeds, the
+final return's mean and population std across seeds, its interquartile mean and the probability of improvement
+with their bootstrap intervals (`stats`), the curves at each evaluation point, the cost and the hardware; per
+suite, the aggregate IQM over tasks. The schema is described in hub_cards/results/README.md.
+"""
+
+import statistics
+
+import numpy as np
+
+from ..registry import PROPOSED
+from . import stats
+from .ledger import hardware_label, shared_machine
+from .suites import SUITES
+
+
+def _curve(records: list[dict], key: str) -> dict:
+    """Mean and population std across seeds at the evaluation points every seed has, and each seed's value
+    at the last of them (`last_per_seed`: what the ODE-vs-SDE comparison pairs up)."""
+    common = sorted(set.intersection(*(set(r["curve"]["env_steps"]) for r in records)))
+    per_seed = []
+    for r in records:
+        by_step = dict(zip(r["curve"]["env_steps"], r["curve"][key], strict=True))
+        per_seed.append([by_step[s] for s in common])
+    if not common or any(v is None for row in per_seed for v in row):
+        return {"env_steps": [], "mean": [], "std": [], "last_per_seed": []}
+    values = np.asarray(per_seed, dtype=float)
+    return {"env_steps": common, "mean": _round(values.mean(0)), "std": _round(values.std(0)),
+            "last_per_seed": _round(values[:, -1])}  # fmt: skip
+
+
+def _round(values) -> list[float]:
+    return [round(float(v), 3) for v in np.atleast_1d(values)]
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return round(float(np.mean(values)), 3) if values else None
+
+
+def _constant_return(runs: list[dict]) -> float | None:
+    """The one value every evaluation of every run returned (deterministic and stochastic), if there is one:
+    a sparse-reward task that no run ever scored on, say."""
+    values = {
+        v for r in runs for key in ("deterministic", "stochastic") for v in r["curve"][key] if v is not None
+    }
+    values |= {r["final"]["mean"] for r in runs}
+    return values.pop() if len(values) == 1 else None
+
+
+def _entry(runs: list[dict]) -> dict:
+    """One (task, variant) cell of the summary: returns, curves, cost and hardware across its seeds."""
+    finals = np.asarray([r["final"]["mean"] for r in runs], dtype=float)
+    entry = {
+        "method": runs[0]["method"],
+        "seeds": [r["seed"] for r in runs],
+        "final_mean": round(float(finals.mean()), 3),
+        "final_std": round(float(finals.std()), 3),
+        "final_per_seed": _round(finals),
+        **stats.iqm_interval(finals),
+        "curve": _curve(runs, "deterministic"),
+        "curve_stochastic": _curve(runs, "stochastic"),
+        **_cost(runs),
+        "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
+        "constant_return": _constant_return(runs),
+        "diverged": [
+            {
+                "seed": r["seed"],
+                "iteration": r["diverged"]["iteration"],
+                "quantity": r["diverged"]["quantity"],
+                "last_eval_env_steps": r["final"]["env_steps"],
+            }
+            for r in runs
+            if "diverged" in r
+        ],
+    }
+    for name, series in (("path_kl_init", _path_kl(runs)), ("step_clip_frac", _clip_fraction(runs))):
+        if series is not None:
+            entry[name] = series
+    return entry
+
+
+def _cost(runs: list[dict]) -> dict:
+    """Wall-clock, memory and hardware of a cell's runs. A diverged run stopped early, so its wall-clock is not
+    what a run costs; it counts for the costs only when every seed diverged."""
+    timed = [r for r in runs if "diverged" not in r] or runs
+    machines = [hardware_label(r) for r in runs]
+    timed_machines = [hardware_label(r) for r in timed]
+    fastest = {}
+    for r, label in zip(timed, timed_machines, strict=True):
+        fastest[label] = min(fastest.get(label, np.inf), r["cost"]["wall_s"])
+    return {
+        "env_steps": timed[0]["final"]["env_steps"],
+        "wall_s_mean": _mean(r["cost"]["wall_s"] for r in timed),
+        "wall_s_min": round(min(r["cost"]["wall_s"] for r in timed), 3),
+        "wall_s_min_by_hardware": {label: round(fastest[label], 3) for label in sorted(fastest)},
+        "peak_rss_mib_mean": _mean(r["cost"].get("peak_rss_mib") for r in runs),
+        "mean_rss_mib_mean": _mean(r["cost"].get("mean_rss_mib") for r in runs),
+        "peak_gpu_mib_mean": _mean(r["cost"].get("peak_gpu_mib") for r in runs),
+        "mean_gpu_mib_mean": _mean(r["cost"].get("mean_gpu_mib") for r in runs),
+        "hardware": sorted(set(machines)),
+        "hardware_per_seed": machines,
+        "runs_sharing_machine": sum(shared_machine(r) for r in runs),
+    }
+
+
+def _path_kl(runs: list[dict]) -> dict | None:
+    """A fine-tuning column: how far each seed's policy moved from its clone (None unless every seed says)."""
+    kls = [r["path_kl_init"] for r in runs if r.get("path_kl_init")]
+    if len(kls) != len(runs):
+        return None
+    n = min(len(k["value"]) for k in kls)
+    values = np.asarray([k["value"][:n] for k in kls])
+    return {
+        "env_steps": kls[0]["env_steps"][:n],
+        "mean": _round(values.mean(0)),
+        "final_per_seed": _round(values[:, -1]),
+        "final_mean": _round(values[:, -1].mean())[0],
+        "final_std": _round(values[:, -1].std())[0],
+    }
+
+
+def _clip_fraction(runs: list[dict]) -> dict | None:
+    clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
+    if not clips:
+        return None
+    n = min(len(c["value"]) for c in clips)
+    values = np.asarray([c["value"][:n] for c in clips])
+    return {
+        "env_steps": clips[0]["env_steps"][:n],
+        "mean": _round(values.mean(0)),
+        "mean_over_training": _round(values.mean())[0],
+        "peak": _round(values.mean(0).max())[0],
+    }
+
+
+def _compare(kind: str, variant: str, control: str, entries: dict) -> dict | None:
+    """The column's probability-of-improvement verdict. Benchmarks read "GSB-MDPO against this column"
+    (P(gsb_mdpo > column)); ablations read "this variant against its control" (P(variant > control)), so
+    that "worse" says the ablated component mattered."""
+    if control == variant or control not in entries:
+        return None
+    of, over = (variant, control) if kind == "ablation" else (control, variant)
+    return {
+        "of": of,
+        "over": over,
+        **stats.compare(entries[of]["final_per_seed"], entries[over]["final_per_seed"]),
+    }
+
+
+def _scale_setters(entries: dict[str, dict]) -> list[dict]:
+    """The columns whose means set a task's normalising scale: the paper's (all of them if only reference
+    columns ran there)."""
+    return [e for e in entries.values() if not e.get("reference")] or list(entries.values())
+
+
+FEW_COLUMNS = "half of the paper columns or fewer have run it with the suite's usual {seeds} seeds so far"
+
+
+def _usual_seed_count(tasks: dict[str, dict], paper: set[str]) -> int:
+    """The seed count of a typical task-column cell of the suite (the lower median over its paper cells): the
+    count a task still being filled in has not reached yet, robust to one cell run with extra seeds."""
+    return statistics.median_low(
+        len(e["seeds"]) for entries in tasks.values() for v, e in entries.items() if v in paper
+    )
+
+
+def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
+    """IQM over a suite's tasks of normalised final returns (each divided by the best mean of a paper column
+    on its task, so 1.0 is the best paper column there), per column, with its stratified-bootstrap interval.
+    A reference column is scored on the same scale, so it can exceed 1; it does not set the scale, so adding
+    one leaves the paper columns' scores as they were. A task enters once more than half of the paper columns
+    that ran in the suite have run it with the suite's usual seed count: a task being filled in (one just
+    added) would otherwise drop every column that has not reached it yet, or cut every column to the seeds it
+    has there so far, or set its scale from one column alone, while a column that skipped a task most others
+    ran is the one to leave out. Tasks whose best mean is not positive cannot be normalised
+    this way and are left out too (`left_out` names both kinds with the reason). A column enters with the
+    seeds it has on every task (the bootstrap resamples seeds within each task) and only if it ran every task.
+    None when fewer than 2 tasks are left: a single task would repeat the per-task IQM."""
+    paper = {v for entries in tasks.values() for v, e in entries.items() if not e.get("reference")}
+    if not paper:
+        return None
+    best = {t: max(e["final_mean"] for e in _scale_setters(entries)) for t, entries in tasks.items()}
+    usual = _usual_seed_count(tasks, paper)
+    left_out = {
+        t: FEW_COLUMNS.format(seeds=usual)
+        for t, entries in tasks.items()
+        if 2 * sum(len(entries[v]["seeds"]) >= usual for v in paper & set(entries)) <= len(paper)
+    }
+    left_out |= {t: "no positive mean" for t in tasks if t not in left_out and best[t] <= 0}
+    usable = [t for t in tasks if t not in left_out]
+    if len(usable) < 2:
+        return None
+    per_column = {}
+    for variant in columns(tasks):
+        if any(variant not in tasks[t] for t in usable):
+            continue
+        seeds = sorted(set.intersection(*(set(tasks[t][variant]["seeds"]) for t in usable)))
+        if not seeds:
+            continue
+        matrix = [
+            [
+                dict(zip(tasks[t][variant]["seeds"], tasks[t][variant]["final_per_seed"], strict=True))[s]
+                / best[t]
+                for t in usable
+            ]
+            for s in seeds
+        ]
+        per_column[variant] = {**stats.iqm_interval(matrix), "seeds": seeds}
+    return {
+        "tasks": usable,
+        "left_out": left_out,
+        "normalised_by": {t: best[t] for t in usable},
+        "columns": per_column,
+    }
+
+
+def summarize(suite_name: str, records: list[dict], probes: dict[str, dict] | None = None) -> dict:
+    """The `<suite>.json` summary (schema in hub_cards/results/README.md); `probes` are the exploration
+    probe's entries by env (`PROBE_FILE`), kept for the tasks the suite ran."""
+    if suite_name not in SUITES:
+        raise ValueError(
+            f"{suite_name}.runs.jsonl: trainers/benchmark/suites.py defines no suite {suite_name!r}"
+        )
+    suite = SUITES[suite_name]
+    order = {name: i for i, name in enumerate(suite.variant_names)}
+    with_statistics = suite.kind != "compute"  # one seed per method: nothing to resample
+    tasks: dict[str, dict] = {}
+    for task in suite.tasks:
+        by_variant: dict[str, list[dict]] = {}
+        for r in records:
+            if r["task"] == task:
+                by_variant.setdefault(r["variant"], []).append(r)
+        if not by_variant:
+            continue
+        tasks[task] = {}
+        for variant in sorted(by_variant, key=lambda v: order.get(v, len(order))):
+            entry = _entry(sorted(by_variant[variant], key=lambda r: r["seed"]))
+            entry["reference"] = variant in order and suite.variant(variant).reference
+            if suite.kind == "ablation" and entry["curve_stochastic"]["last_per_seed"]:
+                entry["ode_vs_sde"] = stats.compare(
+                    entry["curve"]["last_per_seed"], entry["curve_stochastic"]["last_per_seed"]
+                )
+            tasks[task][variant] = entry
+        for v, e in tasks[task].items():
+            control = suite.variant(v).baseline if v in order else PROPOSED
+            e["compared_with"] = control if control != v and control in tasks[task] else None
+            e["comparison"] = _compare(suite.kind, v, control, tasks[task]) if with_statistics else None
+    first = records[0] if records else {}
+    return {
+        "suite": suite.name,
+        "kind": suite.kind,
+        "description": suite.description,
+        "budget_env_steps": suite.total_steps,
+        "budget_note": suite.budget_note,
+        "preset": suite.preset,
+        "overrides": list(suite.args),
+        "eval_protocol": suite.eval_protocol,
+        "hardware": first.get("hardware"),
+        "device": first.get("device"),
+        "packages": first.get("packages"),
+        "commits": sorted({r["git"]["commit"] for r in records if r["git"].get("commit")}),
+        "num_runs": len(records),
+        "planned_columns": [{"name": v.name, "reference": v.reference} for v in suite.variants],
+        "planned_tasks": list(suite.tasks),
+        "statistics": {
+            "confidence": stats.CONFIDENCE,
+            "bootstrap_reps": stats.BOOTSTRAP_REPS,
+            "bootstrap_seed": stats.BOOTSTRAP_SEED,
+        },
+        "tasks": tasks,
+        "aggregate_iqm": _aggregate_iqm(tasks) if with_statistics else None,
+        "exploration_probe": {task: entry for task, entry in (probes or {}).items() if task in tasks},
+    }
+
+
+def columns(tasks: dict[str, dict]) -> list[str]:
+    """Every variant that ran any task, in the summary's (the suite's) order."""
+    return list({v: None for entries in tasks.values() for v in entries})
