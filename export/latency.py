@@ -31,8 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy, policy_kind
-from gsbpolicy.cli import CommandError, OneLineParser, require_extra, run_command
+from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, make_policy
+from gsbpolicy._cli import CommandError, OneLineParser, require_extra, run_command
+from gsbpolicy._internal import policy_kind
 
 from . import ONNX_MODULES
 

@@ -37,16 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import gsbpolicy
-from gsbpolicy import (
-    CONFIG_NAME,
-    GSBPolicy,
-    HubRequestError,
-    PolicySpec,
-    load_policy,
-    policy_kind,
-    policy_tensors,
-)
-from gsbpolicy.cli import (
+from gsbpolicy import GSBPolicy, HubRequestError, PolicySpec, load_policy
+from gsbpolicy._cli import (
     FAILURE,
     CommandError,
     OneLineParser,
@@ -55,7 +47,8 @@ from gsbpolicy.cli import (
     require_extra,
     run_command,
 )
-from gsbpolicy.files import atomic_write_bytes
+from gsbpolicy._files import atomic_write_bytes
+from gsbpolicy._internal import CONFIG_NAME, policy_kind, policy_tensors
 from gsbpolicy.hub import check_policy_name
 
 from . import ONNX_MODULES

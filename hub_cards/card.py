@@ -12,7 +12,7 @@ import inspect
 import tomllib
 from pathlib import Path
 
-from gsbpolicy import RunningNorm, env_kind
+from gsbpolicy._internal import RunningNorm, env_kind
 
 from .baselines import RESULTS_DIR, baseline_rows, method_name
 from .command import SKIPPED, command_lines
@@ -214,55 +214,69 @@ def render_card(
     `code_url`: where gsbpolicy's code is (default: pyproject.toml's, see `default_code_url`)."""
     from huggingface_hub import ModelCard
 
-    run, results = source.run, source.results
-    # Behaviour cloning (trainers.bc, Gymnasium envs only) has no rollout; only the Playground snippet reads it.
-    rollout = run["args"].get("rollout", {"episode_length": 0, "action_repeat": 1})
-    train = [r for r in source.metrics if r["type"] == "train"]
     eval_series(source.metrics)  # fail early on a run without evaluation records
-    git = run["git"]
     card = ModelCard.from_template(
         card_data(source, repo_id, license),
         template_str=TEMPLATE.read_text(),
         repo_id=repo_id,
         code_url=code_url or default_code_url(),
         onnx_runtime=ONNX_RUNTIME,
-        env_id=source.env_id,
-        method=method_name(source.algo),
         arxiv_id=ARXIV_ID,
-        results=results,
-        mean_reward=mean_reward(results),
-        kind=source.kind,
-        spec=source.spec,
-        mix=source.config.get("mix"),
-        sigma_text=_sigma_text(source.spec) if source.kind == "flow" else "",
-        squash_text=_squash_text(source.spec, source.kind),
-        obs_clip=_obs_clip(source.spec),
-        is_gym=env_kind(source.env_id) == "gymnasium",
-        episode_length=rollout["episode_length"],
-        action_repeat=rollout["action_repeat"],
-        agent_steps=-(-rollout["episode_length"] // rollout["action_repeat"]),
         has_onnx=has_onnx,
         has_video=video_steps is not None,
         video_steps=video_steps,
-        protocol=_protocol(source),
-        curve_protocol=_curve_protocol(run["args"], source.env_id, source.kind),
         baselines=baseline_rows(source.env_id, results_dir),
-        returns_text=_numbers(results["returns"], ".1f"),
-        lengths_text=_numbers(results["lengths"], "d"),
         curve_name=CURVE_NAME,
-        commit=git.get("commit") or results["git_commit"] or "unknown",
-        dirty=bool(git.get("dirty")),
-        command=" \\\n    ".join(command_lines(run)),
-        iterations=train[-1]["iteration"] if train else "?",
-        wall_text=_duration(train[-1].get("time/wall_s") if train else None),
-        hardware=_hardware(run["device"]),
-        started=run.get("started", "at an unrecorded time"),
-        hyperparameters=_flatten(run["args"]),
-        packages=sorted((name, version or "not installed") for name, version in run["packages"].items()),
         bibtex=BIBTEX,
-        init=run.get("init"),
-        path_kl_init=next(
-            (r["train/path_kl_init"] for r in reversed(train) if "train/path_kl_init" in r), None
-        ),
+        **_policy_fields(source),
+        **_run_fields(source),
     )
     return str(card).rstrip("\n") + "\n"
+
+
+def _policy_fields(source: CardSource) -> dict:
+    """What the card says of the policy: its kind, spec, sampler and how it meets the env."""
+    # Behaviour cloning (trainers.bc, Gymnasium envs only) has no rollout; only the Playground snippet reads it.
+    rollout = source.run["args"].get("rollout", {"episode_length": 0, "action_repeat": 1})
+    return {
+        "env_id": source.env_id,
+        "method": method_name(source.algo),
+        "kind": source.kind,
+        "spec": source.spec,
+        "mix": source.config.get("mix"),
+        "sigma_text": _sigma_text(source.spec) if source.kind == "flow" else "",
+        "squash_text": _squash_text(source.spec, source.kind),
+        "obs_clip": _obs_clip(source.spec),
+        "is_gym": env_kind(source.env_id) == "gymnasium",
+        "episode_length": rollout["episode_length"],
+        "action_repeat": rollout["action_repeat"],
+        "agent_steps": -(-rollout["episode_length"] // rollout["action_repeat"]),
+    }
+
+
+def _run_fields(source: CardSource) -> dict:
+    """What the card says of the run: results, protocol, command, provenance and hyperparameters."""
+    run, results = source.run, source.results
+    train = [r for r in source.metrics if r["type"] == "train"]
+    git = run["git"]
+    return {
+        "results": results,
+        "mean_reward": mean_reward(results),
+        "protocol": _protocol(source),
+        "curve_protocol": _curve_protocol(run["args"], source.env_id, source.kind),
+        "returns_text": _numbers(results["returns"], ".1f"),
+        "lengths_text": _numbers(results["lengths"], "d"),
+        "commit": git.get("commit") or results["git_commit"] or "unknown",
+        "dirty": bool(git.get("dirty")),
+        "command": " \\\n    ".join(command_lines(run)),
+        "iterations": train[-1]["iteration"] if train else "?",
+        "wall_text": _duration(train[-1].get("time/wall_s") if train else None),
+        "hardware": _hardware(run["device"]),
+        "started": run.get("started", "at an unrecorded time"),
+        "hyperparameters": _flatten(run["args"]),
+        "packages": sorted((name, version or "not installed") for name, version in run["packages"].items()),
+        "init": run.get("init"),
+        "path_kl_init": next(
+            (r["train/path_kl_init"] for r in reversed(train) if "train/path_kl_init" in r), None
+        ),
+    }

@@ -28,7 +28,9 @@ def _flag(path: str, value) -> list[str]:
 def command_lines(run: dict) -> list[str]:
     """The command as lines (top-level fields first, then one line per group), shell-quoted."""
     args = run["args"]
-    first = ["python", "-m", f"trainers.{run['algo']}", "--preset", str(args.get("preset", "cpu"))]
+    # run.json files written before the trainer module was recorded name the algorithm only: trainers.<algo>.
+    module = run.get("module") or f"trainers.{run['algo']}"
+    first = ["python", "-m", module, "--preset", str(args.get("preset", "cpu"))]
     groups = []
     for name, value in args.items():
         if name in SKIPPED:

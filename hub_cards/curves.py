@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gsbpolicy.cli import CommandError, OneLineParser, check_output_file, require_extra, run_command
-from gsbpolicy.files import atomic_write_bytes
+from gsbpolicy._cli import CommandError, OneLineParser, check_output_file, require_extra, run_command
+from gsbpolicy._files import atomic_write_bytes
 
 from .folder import FolderError, _read_json, read_metrics
 

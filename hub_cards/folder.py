@@ -12,8 +12,9 @@ import json
 import math
 from pathlib import Path
 
-from gsbpolicy import PolicyFormatError, config_kind_and_spec
-from gsbpolicy.files import loads_json, read_json, sha256_bytes
+from gsbpolicy import PolicyFormatError
+from gsbpolicy._files import loads_json, read_json, sha256_bytes
+from gsbpolicy._internal import config_kind_and_spec
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import export
 from export import ONNX_MODULES
-from gsbpolicy.cli import (
+from gsbpolicy._cli import (
     FAILURE,
     CommandError,
     MissingExtraError,
@@ -233,8 +233,14 @@ def assemble(
     return out
 
 
-def push(folder: Path, repo_id: str, *, private: bool = False, commit_message: str | None = None,
-         timeout: float | None = None) -> str:  # fmt: skip
+def push(
+    folder: Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    commit_message: str | None = None,
+    timeout: float | None = None,
+) -> str:
     """Create `repo_id` if needed and commit `folder` to it in one commit; returns the commit URL.
 
     `create_commit`, not `upload_folder`: with hf_xet installed, upload_folder may split a folder into
@@ -287,9 +293,18 @@ def _publish_command(args: argparse.Namespace) -> None:
     require_extra("hub", HUB_MODULES, "python -m hub_cards.publish")
     out = args.out or args.run_dir / "hub"
     code_url = args.code_url or default_code_url()  # before the slow steps: it may be missing
-    assemble(args.run_dir, out, args.repo_id, license=args.license, onnx=not args.no_onnx,
-             video=not args.no_video, video_steps=args.video_steps, overwrite=args.overwrite,
-             code_url=code_url, log=functools.partial(print, flush=True))  # fmt: skip
+    assemble(
+        args.run_dir,
+        out,
+        args.repo_id,
+        license=args.license,
+        onnx=not args.no_onnx,
+        video=not args.no_video,
+        video_steps=args.video_steps,
+        overwrite=args.overwrite,
+        code_url=code_url,
+        log=functools.partial(print, flush=True),
+    )
     print(f"wrote {out}: {', '.join(sorted(p.name for p in out.iterdir() if p.name in PUBLISHED))}")
     if args.dry_run:
         print("dry run: nothing pushed")

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gsbpolicy.files import atomic_write_bytes
+from gsbpolicy._files import atomic_write_bytes
 
 from .baselines import method_name
 from .card import default_repo_name, render_card

@@ -9,7 +9,7 @@ import os
 import warnings
 from pathlib import Path
 
-from gsbpolicy import env_kind
+from gsbpolicy._internal import env_kind
 
 
 class ReplayUnavailable(RuntimeError):

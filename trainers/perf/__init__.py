@@ -10,7 +10,7 @@ def write_result(result: dict, out) -> None:
     import os
     from pathlib import Path
 
-    from gsbpolicy.files import atomic_write_text
+    from gsbpolicy._files import atomic_write_text
     from trainers._core.runlog import git_commit
     from trainers.benchmark.runner import hardware
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy._files import atomic_write_text
 
 NUM_ENVS, UNROLL, BATCH, MINIBATCHES, EPOCHS = 1024, 30, 512, 16, 4
 STEPS_PER_ITERATION = UNROLL * BATCH * MINIBATCHES
@@ -45,27 +45,54 @@ def run_brax(env_name: str, total_steps: int, seed: int, num_evals: int) -> dict
     env = dm_control_suite.load(env_name, config_overrides={"impl": "jax"})
     eval_env = dm_control_suite.load(env_name, config_overrides={"impl": "jax"})
     factory = lambda obs_size, act_size, preprocess_observations_fn: networks.make_ppo_networks(  # noqa: E731
-        obs_size, act_size, preprocess_observations_fn=preprocess_observations_fn,
-        policy_hidden_layer_sizes=(32,) * 4, value_hidden_layer_sizes=(256,) * 5, activation=jax.nn.silu,
-        distribution_type="tanh_normal", state_dependent_std=True,
-    )  # fmt: skip
+        obs_size,
+        act_size,
+        preprocess_observations_fn=preprocess_observations_fn,
+        policy_hidden_layer_sizes=(32,) * 4,
+        value_hidden_layer_sizes=(256,) * 5,
+        activation=jax.nn.silu,
+        distribution_type="tanh_normal",
+        state_dependent_std=True,
+    )
     progress = []
     start = time.perf_counter()
     train.train(
-        env, num_timesteps=total_steps, num_envs=NUM_ENVS, episode_length=1000, action_repeat=1,
-        wrap_env_fn=wrapper.wrap_for_brax_training, learning_rate=3e-4, entropy_cost=0.0, discounting=0.995,
-        unroll_length=UNROLL, batch_size=BATCH, num_minibatches=MINIBATCHES, num_updates_per_batch=EPOCHS,
-        normalize_observations=True, reward_scaling=10.0, clipping_epsilon=0.1, gae_lambda=0.95,
-        vf_loss_coefficient=0.25, network_factory=factory, seed=seed, num_evals=num_evals, eval_env=eval_env,
-        num_eval_envs=128, deterministic_eval=True,
+        env,
+        num_timesteps=total_steps,
+        num_envs=NUM_ENVS,
+        episode_length=1000,
+        action_repeat=1,
+        wrap_env_fn=wrapper.wrap_for_brax_training,
+        learning_rate=3e-4,
+        entropy_cost=0.0,
+        discounting=0.995,
+        unroll_length=UNROLL,
+        batch_size=BATCH,
+        num_minibatches=MINIBATCHES,
+        num_updates_per_batch=EPOCHS,
+        normalize_observations=True,
+        reward_scaling=10.0,
+        clipping_epsilon=0.1,
+        gae_lambda=0.95,
+        vf_loss_coefficient=0.25,
+        network_factory=factory,
+        seed=seed,
+        num_evals=num_evals,
+        eval_env=eval_env,
+        num_eval_envs=128,
+        deterministic_eval=True,
         progress_fn=lambda step, metrics: progress.append((step, {k: float(v) for k, v in metrics.items()})),
-    )  # fmt: skip
+    )
     wall = time.perf_counter() - start
     steps, last = progress[-1]
     steady = [m["training/sps"] for _, m in progress if "training/sps" in m]
-    return {"env_steps": steps, "wall_s": wall, "sps_end_to_end": steps / wall,
-            "sps_steady": float(np.median(steady)) if steady else None,
-            "final_return": last["eval/episode_reward"]}  # fmt: skip
+    return {
+        "env_steps": steps,
+        "wall_s": wall,
+        "sps_end_to_end": steps / wall,
+        "sps_steady": float(np.median(steady)) if steady else None,
+        "final_return": last["eval/episode_reward"],
+    }
 
 
 def run_ours(env_name: str, total_steps: int, seed: int, num_evals: int, run_dir: Path) -> dict:
@@ -86,8 +113,13 @@ def run_ours(env_name: str, total_steps: int, seed: int, num_evals: int, run_dir
     results = json.loads((policy_dir / "results.json").read_text())
     train = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steady = [r["time/sps"] for r in train if r["type"] == "train" and r["iteration"] > 1]
-    return {"env_steps": results["env_steps"], "wall_s": wall, "sps_end_to_end": results["env_steps"] / wall,
-            "sps_steady": float(np.median(steady)) if steady else None, "final_return": results["mean"]}  # fmt: skip
+    return {
+        "env_steps": results["env_steps"],
+        "wall_s": wall,
+        "sps_end_to_end": results["env_steps"] / wall,
+        "sps_steady": float(np.median(steady)) if steady else None,
+        "final_return": results["mean"],
+    }
 
 
 def main(argv=None) -> None:
@@ -114,8 +146,10 @@ def main(argv=None) -> None:
     for name in ("gaussian_ppo", "brax_ppo"):
         r = result[name]
         steady = f"{r['sps_steady']:,.0f}" if r["sps_steady"] else "n/a"
-        print(f"{name:13s} {r['env_steps']:>10,d} steps  {r['wall_s']:7.1f} s  end-to-end {r['sps_end_to_end']:8,.0f} "
-              f"steps/s  steady {steady:>8s} steps/s  final return {r['final_return']:.1f}")  # fmt: skip
+        print(
+            f"{name:13s} {r['env_steps']:>10,d} steps  {r['wall_s']:7.1f} s  end-to-end {r['sps_end_to_end']:8,.0f} "
+            f"steps/s  steady {steady:>8s} steps/s  final return {r['final_return']:.1f}"
+        )
     print(
         f"ratio (ours / Brax): end-to-end {result['ratio_end_to_end']:.2f}, steady {result.get('ratio_steady', float('nan')):.2f}"
     )

@@ -65,7 +65,7 @@ def worker(opts) -> dict:
         "rollout": {
             k: getattr(args.rollout, k)
             for k in ("num_envs", "unroll_length", "unrolls_per_iteration", "num_minibatches", "epochs")
-        },  # fmt: skip
+        },
         "steps_per_iteration": steps,
         "setup_s": round(setup_s, 2),
         "first_iteration_s": round(first_s, 2),

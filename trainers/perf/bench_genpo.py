@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsbpolicy import GenPOFlow, prior_log_prob
+from gsbpolicy import GenPOFlow
+from gsbpolicy._internal import prior_log_prob
 from trainers.genpo import GenPO, gym_preset
 from trainers.presets import with_fields
 
@@ -141,8 +142,10 @@ def main() -> None:
     print(f"device: {jax.devices()[0].device_kind}", file=sys.stderr)
     if args.mode == "update":
         for r in bench_update(args.rows, args.repeats):
-            print(f"{r['variant']:26s} rows {r['rows']:6d}  {r['ms']:10.1f} ms  {r['ms'] / r['rows']:8.3f} ms/row"
-                  f"  XLA temp {r['temp_mb']:9.1f} MB")  # fmt: skip
+            print(
+                f"{r['variant']:26s} rows {r['rows']:6d}  {r['ms']:10.1f} ms  {r['ms'] / r['rows']:8.3f} ms/row"
+                f"  XLA temp {r['temp_mb']:9.1f} MB"
+            )
     elif args.mode == "train-child":
         print(json.dumps(train_child(args.algo, args.env, args.num_envs, args.iterations)))
     else:
@@ -151,8 +154,10 @@ def main() -> None:
                        "--num-envs", str(args.num_envs), "--iterations", str(args.iterations)]  # fmt: skip
             out = subprocess.run(command, capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"{r['algo']:9s} {r['env']} {r['num_envs']} envs: {r['s_per_1M_steps']:8.0f} s per 1M env steps, "
-                  f"peak RSS {r['peak_rss_mb']:7.0f} MB")  # fmt: skip
+            print(
+                f"{r['algo']:9s} {r['env']} {r['num_envs']} envs: {r['s_per_1M_steps']:8.0f} s per 1M env steps, "
+                f"peak RSS {r['peak_rss_mb']:7.0f} MB"
+            )
 
 
 if __name__ == "__main__":

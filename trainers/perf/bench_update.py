@@ -126,12 +126,16 @@ def main() -> None:
     }
     for name, (preset, obs_dim, act_dim) in presets.items():
         r = bench_update(name, preset, obs_dim, act_dim, args.repeats)
-        print(f"{name:12s} {r['rows']:7d} {r['ms']:10.1f} {r['gflops']:8.1f} {r['layer_gflops']:10.1f} "
-              f"{r['gflops'] / r['layer_gflops']:6.2f}")  # fmt: skip
+        print(
+            f"{name:12s} {r['rows']:7d} {r['ms']:10.1f} {r['gflops']:8.1f} {r['layer_gflops']:10.1f} "
+            f"{r['gflops'] / r['layer_gflops']:6.2f}"
+        )
     c = bench_collection(args.env, args.num_envs, args.unroll, args.repeats)
-    print(f"\ncollection ({c['env']}, {c['num_envs']} envs, playground preset policy): "
-          f"{c['collect_sps']:,.0f} env-steps/s vs physics only {c['physics_sps']:,.0f} "
-          f"(ratio {c['collect_sps'] / c['physics_sps']:.2f})")  # fmt: skip
+    print(
+        f"\ncollection ({c['env']}, {c['num_envs']} envs, playground preset policy): "
+        f"{c['collect_sps']:,.0f} env-steps/s vs physics only {c['physics_sps']:,.0f} "
+        f"(ratio {c['collect_sps'] / c['physics_sps']:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsbpolicy.files import atomic_write_text
+from gsbpolicy._files import atomic_write_text
 from trainers._core.runlog import git_commit
 from trainers.presets import with_fields
 
@@ -65,10 +65,14 @@ def summary(runs: dict) -> dict:
         if not per_seed:
             continue
         finals = [r["final"] for r in per_seed.values()]
-        stats[method] = {"seeds": sorted(int(s) for s in per_seed), "final_mean": float(np.mean(finals)),
-                         "final_std": float(np.std(finals)), "final_per_seed": finals,
-                         # the mean over all evaluation points: less sensitive to one bad final evaluation
-                         "curve_mean": float(np.mean([r["curve"]["return_deterministic"] for r in per_seed.values()]))}  # fmt: skip
+        stats[method] = {
+            "seeds": sorted(int(s) for s in per_seed),
+            "final_mean": float(np.mean(finals)),
+            "final_std": float(np.std(finals)),
+            "final_per_seed": finals,
+            # the mean over all evaluation points: less sensitive to one bad final evaluation
+            "curve_mean": float(np.mean([r["curve"]["return_deterministic"] for r in per_seed.values()])),
+        }
     if {"ppo", "gaussian_ppo"} <= set(stats):
         a, b = stats["ppo"], stats["gaussian_ppo"]
         gap = abs(a["final_mean"] - b["final_mean"])

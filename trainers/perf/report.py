@@ -1,13 +1,13 @@
-"""The README's performance numbers, generated from the committed measurements.
+"""The performance numbers of the README and the documentation, generated from the committed measurements.
 
-    python -m trainers.perf.report            # regenerate the README block
-    python -m trainers.perf.report --check    # exit 1 if the README block is out of date
+    python -m trainers.perf.report            # regenerate the blocks
+    python -m trainers.perf.report --check    # exit 1 if a block is out of date
 
 Reads hub_cards/results/raw/: `startup_cpu.json` (`trainers.perf.startup`), `seed_groups_*.json`
-(`trainers.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs, the first the baseline) for the README block
-`<!-- perf:compile-once:start -->` ... `<!-- perf:compile-once:end -->`, and `new_user_steps.json` (the
-README's steps timed as a new user runs them) for `<!-- perf:new-user:... -->`. A missing file leaves its
-rows out.
+(`trainers.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs, the first the baseline) for the block
+`<!-- perf:compile-once:start -->` ... `<!-- perf:compile-once:end -->` of docs/scaling-out.md, and
+`new_user_steps.json` (the Getting started steps timed as a new user runs them) for `<!-- perf:new-user:... -->`
+in docs/getting-started.md. A missing file leaves its rows out.
 """
 
 import argparse
@@ -15,8 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from gsbpolicy.files import atomic_write_text
-from trainers.benchmark.aggregate import README, readme_with_blocks
+from gsbpolicy._files import atomic_write_text
+from trainers.benchmark.aggregate import ROOT, with_block
 
 RAW = Path(__file__).resolve().parents[2] / "hub_cards" / "results" / "raw"
 BLOCK = "perf:compile-once"
@@ -34,18 +34,24 @@ def _median(values: list[float]) -> float:
 
 
 def startup_lines(data: dict) -> list[str]:
-    lines = ["Time to the first finished iteration (process start to its metrics record; median of "
-             f"{len(next(iter(data['cases'].values()))['cold_s'])} pairs; `python -m trainers.perf.startup`, "
-             f"{data['cpu_count']}-core CPU). The first record includes one iteration's own work, which no "
-             "cache removes; the last two columns take one compiled iteration (the second's time) out:", "",
-             "| run | cache off | cold cache | warm cache | warm / cold | one compiled iteration | "
-             "startup overhead, warm / cold |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "Time to the first finished iteration (process start to its metrics record; median of "
+        f"{len(next(iter(data['cases'].values()))['cold_s'])} pairs; `python -m trainers.perf.startup`, "
+        f"{data['cpu_count']}-core CPU). The first record includes one iteration's own work, which no "
+        "cache removes; the last two columns take one compiled iteration (the second's time) out:",
+        "",
+        "| run | cache off | cold cache | warm cache | warm / cold | one compiled iteration | "
+        "startup overhead, warm / cold |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, case in data["cases"].items():
         cold, warm, off = _median(case["cold_s"]), _median(case["warm_s"]), _median(case["cache_off_s"])
         iteration = _median(case["iteration_s"])
-        lines.append(f"| {name} | {off:.1f} s | {cold:.1f} s | {warm:.1f} s | {warm / cold:.2f} | "
-                     f"{iteration:.1f} s | {warm - iteration:.1f} s / {cold - iteration:.1f} s = "
-                     f"{(warm - iteration) / (cold - iteration):.2f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {off:.1f} s | {cold:.1f} s | {warm:.1f} s | {warm / cold:.2f} | "
+            f"{iteration:.1f} s | {warm - iteration:.1f} s / {cold - iteration:.1f} s = "
+            f"{(warm - iteration) / (cold - iteration):.2f} |"
+        )
     return [*lines, ""]
 
 
@@ -86,8 +92,11 @@ def ci_lines(data: dict) -> list[str]:
         groups[-1][1].append(run)
     sentences = []
     for machine, (first, *later) in groups:
-        steps = [f"{run['wall_s']:.0f} s at {run['commit']} ({run['tests']} tests), "
-                 f"{run['wall_s'] / first['wall_s']:.2f}x" for run in later]  # fmt: skip
+        steps = [
+            f"{run['wall_s']:.0f} s at {run['commit']} ({run['tests']} tests), "
+            f"{run['wall_s'] / first['wall_s']:.2f}x"
+            for run in later
+        ]
         then = ", then " + "; ".join(steps) if steps else ""
         sentences.append(
             f"On {machine}: {first['wall_s']:.0f} s at {first['commit']} ({first['tests']} tests){then}."
@@ -116,34 +125,51 @@ def new_user_block(raw: Path = RAW) -> str:
     seconds = {step["step"]: step["seconds"] for step in data["steps"]}
     train = seconds["train (the Quickstart)"]
     load = data["load_average_start"][0]
-    return (f"On a 2-core CPU (load average {load:.1f} at the start: another job was running), training took "
-            f"{train // 60:.0f} min {train % 60:.0f} s and reached {data['final_return']}; then loading and "
-            f"evaluating the policy took {seconds['load and evaluate (Using a policy)']:.0f} s, the ONNX export "
-            f"{seconds['ONNX export']:.0f} s, the ONNX control loop {seconds['ONNX control loop']:.0f} s, and "
-            f"`hub_cards.publish --dry-run` (ONNX export and a 500-step replay video included) "
-            f"{seconds['publish --dry-run']:.0f} s (`hub_cards/results/raw/new_user_steps.json`).\n")  # fmt: skip
+    return (
+        f"On a 2-core CPU (load average {load:.1f} at the start: another job was running), training took "
+        f"{train // 60:.0f} min {train % 60:.0f} s and reached {data['final_return']}; then loading and "
+        f"evaluating the policy took {seconds['load and evaluate (Using a policy)']:.0f} s, the ONNX export "
+        f"{seconds['ONNX export']:.0f} s, the ONNX control loop {seconds['ONNX control loop']:.0f} s, and "
+        f"`hub_cards.publish --dry-run` (ONNX export and a 500-step replay video included) "
+        f"{seconds['publish --dry-run']:.0f} s (`hub_cards/results/raw/new_user_steps.json`).\n"
+    )
 
 
-def blocks() -> dict[str, str]:
-    return {BLOCK: block(), NEW_USER_BLOCK: new_user_block()}
+PAGES = {
+    ROOT / "docs" / "scaling-out.md": BLOCK,
+    ROOT / "docs" / "getting-started.md": NEW_USER_BLOCK,
+    ROOT / "README.md": NEW_USER_BLOCK,
+}
+"""Which page holds which block."""
+
+
+def updated_pages() -> dict[Path, tuple[str, str]]:
+    """Each page's text now and with its block regenerated."""
+    contents = {BLOCK: block(), NEW_USER_BLOCK: new_user_block()}
+    return {
+        page: (page.read_text(), with_block(page.read_text(), name, contents[name]))
+        for page, name in PAGES.items()
+    }
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m trainers.perf.report", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument(
-        "--check", action="store_true", help="only say whether the README block is up to date"
+    parser = argparse.ArgumentParser(
+        prog="python -m trainers.perf.report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--check", action="store_true", help="only say whether the blocks are up to date")
     opts = parser.parse_args(argv)
-    text = README.read_text()
-    updated = readme_with_blocks(text, blocks())
+    pages = updated_pages()
     if opts.check:
-        if updated != text:
-            sys.exit("out of date: run `python -m trainers.perf.report`")
-        print("README performance blocks are up to date")
+        stale = [str(page) for page, (now, updated) in pages.items() if now != updated]
+        if stale:
+            sys.exit(f"out of date: {', '.join(stale)}; run `python -m trainers.perf.report`")
+        print("performance blocks are up to date")
         return
-    atomic_write_text(README, updated)
-    print(f"wrote the {BLOCK} and {NEW_USER_BLOCK} blocks of {README}")
+    for page, (_, updated) in pages.items():
+        atomic_write_text(page, updated)
+    print(f"wrote the {BLOCK} and {NEW_USER_BLOCK} blocks of {', '.join(str(p) for p in pages)}")
 
 
 if __name__ == "__main__":

@@ -31,9 +31,24 @@ from trainers.perf import write_result
 def trainer_command(opts, steps_per_iteration: int, seeds: list[int], out: Path) -> list[str]:
     suite = SUITES[opts.suite]
     seed_args = ["--seeds", *map(str, seeds)] if len(seeds) > 1 else ["--seed", str(seeds[0])]
-    return [sys.executable, "-m", f"trainers.{opts.algo}", "--preset", suite.preset, "--env", opts.env,
-            *seed_args, *suite.args, "--total-steps", str(opts.iterations * steps_per_iteration),
-            "--eval.num-evals", "1", "--log.no-progress", "--output-dir", str(out)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        f"trainers.{opts.algo}",
+        "--preset",
+        suite.preset,
+        "--env",
+        opts.env,
+        *seed_args,
+        *suite.args,
+        "--total-steps",
+        str(opts.iterations * steps_per_iteration),
+        "--eval.num-evals",
+        "1",
+        "--log.no-progress",
+        "--output-dir",
+        str(out),
+    ]
 
 
 def steps_per_iteration(opts) -> int:

@@ -14,7 +14,8 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 
-from gsbpolicy import GaussianActor, GaussianSpec, RunningNorm
+from gsbpolicy import GaussianActor
+from gsbpolicy._internal import GaussianSpec, RunningNorm
 
 TORCH_ACTIVATIONS = {"tanh": torch.nn.Tanh, "elu": torch.nn.ELU, "silu": torch.nn.SiLU, "relu": torch.nn.ReLU}
 ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
@@ -37,15 +38,28 @@ def make_ppo(args, env) -> HookedPPO:
     """SB3 PPO for trainers.ppo's `Args` on `env`, with separate actor and critic learning rates."""
     rollout, optim, a = args.rollout, args.optim, args.algo
     model = HookedPPO(
-        "MlpPolicy", env, learning_rate=optim.actor_lr, n_steps=rollout.unroll_length * rollout.unrolls_per_iteration,
-        batch_size=rollout.steps_per_iteration // rollout.num_minibatches, n_epochs=rollout.epochs,
-        gamma=rollout.gamma, gae_lambda=rollout.gae_lambda, clip_range=a.clip,
-        normalize_advantage=rollout.normalize_advantages, ent_coef=a.entropy_coef, vf_coef=optim.value_coef,
-        max_grad_norm=optim.max_grad_norm or float("inf"), seed=args.seed, device="cpu",
-        policy_kwargs={"net_arch": {"pi": [a.width] * a.depth, "vf": [args.critic.width] * args.critic.depth},
-                       "activation_fn": TORCH_ACTIVATIONS[a.activation], "log_std_init": a.init_log_std,
-                       "ortho_init": a.ortho_init},
-    )  # fmt: skip
+        "MlpPolicy",
+        env,
+        learning_rate=optim.actor_lr,
+        n_steps=rollout.unroll_length * rollout.unrolls_per_iteration,
+        batch_size=rollout.steps_per_iteration // rollout.num_minibatches,
+        n_epochs=rollout.epochs,
+        gamma=rollout.gamma,
+        gae_lambda=rollout.gae_lambda,
+        clip_range=a.clip,
+        normalize_advantage=rollout.normalize_advantages,
+        ent_coef=a.entropy_coef,
+        vf_coef=optim.value_coef,
+        max_grad_norm=optim.max_grad_norm or float("inf"),
+        seed=args.seed,
+        device="cpu",
+        policy_kwargs={
+            "net_arch": {"pi": [a.width] * a.depth, "vf": [args.critic.width] * args.critic.depth},
+            "activation_fn": TORCH_ACTIVATIONS[a.activation],
+            "log_std_init": a.init_log_std,
+            "ortho_init": a.ortho_init,
+        },
+    )
     _split_learning_rates(model, optim.actor_lr, optim.critic_lr)
     return model
 

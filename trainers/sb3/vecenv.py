@@ -16,7 +16,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor, VecNormalize
 
-from gsbpolicy import env_kind
+from gsbpolicy._internal import env_kind
 
 from .._core.config import TrainArgs
 from .._core.envs import PlaygroundEnv
