@@ -182,57 +182,33 @@ class Dppo(AbstractAlgorithm):
 
 def playground_preset(env: str | None) -> Args:
     """Table 1, DPPO column = the FPO reference's denoising-MDP mode with GoRL's sigma 0.05, clip 0.2."""
+    base = playground(env or "CartpoleSwingup")
     return specialise(
         Args,
-        playground(env or "CartpoleSwingup"),
-        policy=PolicyArgs(
-            num_steps=10,
-            width=32,
-            depth=4,
-            activation="silu",
-            time_embedding="sinusoidal",
-            time_embed_dim=8,
-            output_scale=0.25,
-            sigma_schedule="constant",
-            sigma_max=reference_sigma(10),
-            squash="tanh",
-        ),
+        base,
+        policy=PolicyArgs(num_steps=10, width=32, depth=4, activation="silu", time_embedding="sinusoidal",
+                          time_embed_dim=8, output_scale=0.25, sigma_schedule="constant",
+                          sigma_max=reference_sigma(10), squash="tanh"),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
         algo=DppoArgs(clip=0.2, time_reversed=True),
-    )
+    )  # fmt: skip
 
 
 def gym_preset(env: str | None) -> Args:
     """Table 2, DPPO column: cosine DDPM, min std 0.1, time embedding 32, no output scale (eps-prediction);
     step log-densities clamped to [-5, 2] per action dimension, then averaged (official DPPO's order)."""
+    base = gym(env or "HalfCheetah-v5")
     return specialise(
         Args,
-        gym(env or "HalfCheetah-v5"),
-        policy=PolicyArgs(
-            num_steps=10,
-            width=256,
-            depth=3,
-            activation="silu",
-            time_embedding="fourier",
-            time_embed_dim=32,
-            output_scale=1.0,
-            sigma_min=0.1,
-            squash="clip",
-        ),
+        base,
+        policy=PolicyArgs(num_steps=10, width=256, depth=3, activation="silu", time_embedding="fourier",
+                          time_embed_dim=32, output_scale=1.0, sigma_min=0.1, squash="clip"),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-3, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
-        algo=DppoArgs(
-            clip=0.2,
-            log_prob_reduction="mean",
-            log_prob_clamp=(-5.0, 2.0),
-            log_prob_clamp_per_dim=True,
-            denoise_gamma=0.99,
-            noise_clip=3.0,
-            time_reversed=True,
-            ddpm=True,
-        ),
-    )
+        algo=DppoArgs(clip=0.2, log_prob_reduction="mean", log_prob_clamp=(-5.0, 2.0), log_prob_clamp_per_dim=True,
+                      denoise_gamma=0.99, noise_clip=3.0, time_reversed=True, ddpm=True),
+    )  # fmt: skip
 
 
 def cpu_preset(env: str | None) -> Args:

@@ -113,30 +113,30 @@ def playground_preset(env: str | None) -> Args:
     """Table 1, PPO column, with the FPO reference's PPO actor: 4x32 SiLU with a state-dependent softplus
     std, tanh at the env; 5x256 SiLU critic; lr 3e-4 / 3e-4, clip 0.1, value coef 0.25, entropy 0.
     Deviation: observation statistics move after the epochs (the shared core), Brax/FPO move them before."""
+    base = playground(env or "CartpoleSwingup")
     return specialise(
         Args,
-        playground(env or "CartpoleSwingup"),
+        base,
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
-        algo=GaussianPpoArgs(
-            clip=0.1, entropy_coef=0.0, width=32, depth=4, activation="silu", std="state", squash="tanh"
-        ),
-    )
+        algo=GaussianPpoArgs(clip=0.1, entropy_coef=0.0, width=32, depth=4, activation="silu", std="state",
+                             squash="tanh"),
+    )  # fmt: skip
 
 
 def gym_preset(env: str | None) -> Args:
     """Table 2, PPO column: ELU 3x256 actor and critic, state-independent log std, clip 0.2, actor lr 1e-4,
     critic lr 1e-3, gradient clip 1.0, entropy 0. Deviations from FlowRL's PPO: no clipped value loss and
     no adaptive-KL learning rate (Table 2 lists neither); value coef 1.0 (rsl_rl's default)."""
+    base = gym(env or "HalfCheetah-v5")
     return specialise(
         Args,
-        gym(env or "HalfCheetah-v5"),
+        base,
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-4, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
-        algo=GaussianPpoArgs(
-            clip=0.2, entropy_coef=0.0, width=256, depth=3, activation="elu", std="param", squash="clip"
-        ),
-    )
+        algo=GaussianPpoArgs(clip=0.2, entropy_coef=0.0, width=256, depth=3, activation="elu", std="param",
+                             squash="clip"),
+    )  # fmt: skip
 
 
 def cpu_preset(env: str | None) -> Args:

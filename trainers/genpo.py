@@ -112,23 +112,16 @@ class GenPO(AbstractAlgorithm):
 def playground_preset(env: str | None) -> Args:
     """Table 1, GenPO column (activation silu as the FPO pipeline's actors; learnable Fourier time features
     as FlowRL's GenPO, since fixed 2^k frequencies are meaningless at 32 dimensions; output scale 1)."""
+    base = playground(env or "CartpoleSwingup")
     return specialise(
         Args,
-        playground(env or "CartpoleSwingup"),
-        policy=PolicyArgs(
-            num_steps=5,
-            width=64,
-            depth=3,
-            activation="silu",
-            time_embedding="fourier",
-            time_embed_dim=32,
-            output_scale=1.0,
-            squash="tanh",
-        ),
+        base,
+        policy=PolicyArgs(num_steps=5, width=64, depth=3, activation="silu", time_embedding="fourier",
+                          time_embed_dim=32, output_scale=1.0, squash="tanh"),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=1.0, max_grad_norm=None),
         algo=GenPOArgs(clip=0.2, flow_mix=0.9, compress_coef=0.01, entropy_coef=0.0),
-    )
+    )  # fmt: skip
 
 
 def gym_preset(env: str | None) -> Args:

@@ -104,15 +104,20 @@ def _cost(runs: list[dict]) -> dict:
     }
 
 
+def _aligned(series: list[dict]) -> tuple[list, np.ndarray]:
+    """Per-seed curves cut to the shortest: (env_steps, values[seed, point])."""
+    n = min(len(s["value"]) for s in series)
+    return series[0]["env_steps"][:n], np.asarray([s["value"][:n] for s in series])
+
+
 def _path_kl(runs: list[dict]) -> dict | None:
     """A fine-tuning column: how far each seed's policy moved from its clone (None unless every seed says)."""
     kls = [r["path_kl_init"] for r in runs if r.get("path_kl_init")]
     if len(kls) != len(runs):
         return None
-    n = min(len(k["value"]) for k in kls)
-    values = np.asarray([k["value"][:n] for k in kls])
+    env_steps, values = _aligned(kls)
     return {
-        "env_steps": kls[0]["env_steps"][:n],
+        "env_steps": env_steps,
         "mean": _round(values.mean(0)),
         "final_per_seed": _round(values[:, -1]),
         "final_mean": _round(values[:, -1].mean())[0],
@@ -124,10 +129,9 @@ def _clip_fraction(runs: list[dict]) -> dict | None:
     clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
     if not clips:
         return None
-    n = min(len(c["value"]) for c in clips)
-    values = np.asarray([c["value"][:n] for c in clips])
+    env_steps, values = _aligned(clips)
     return {
-        "env_steps": clips[0]["env_steps"][:n],
+        "env_steps": env_steps,
         "mean": _round(values.mean(0)),
         "mean_over_training": _round(values.mean())[0],
         "peak": _round(values.mean(0).max())[0],
