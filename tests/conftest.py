@@ -65,6 +65,7 @@ def tiny_policy(tiny_spec):
 
 
 LONGEST_FILES_FIRST = (
+    "test_slurm.py",
     "test_seed_group.py",
     "test_readme.py",
     "test_trainer.py",
