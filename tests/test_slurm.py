@@ -156,15 +156,18 @@ def status(args, capsys) -> str:
 
 
 def test_a_suite_on_slurm_records_what_the_same_suite_records_locally(cluster, tmp_path, capsys):
-    local = bench(TINY, tmp_path / "local")
+    # With --group-seeds: the Playground task's two seeds train in one process (one job), the Gymnasium task's
+    # one seed a process, locally as on Slurm.
+    local = bench(TINY, tmp_path / "local", group_seeds=True)
     assert benchmark.run_suite(local) == 0
-    remote = bench(TINY, tmp_path / "slurm", executor="slurm", slurm=on_slurm(), wait=True)
+    remote = bench(TINY, tmp_path / "slurm", group_seeds=True, executor="slurm", slurm=on_slurm(), wait=True)
     assert run_within(remote, 600, cluster) == 0
-    # Four jobs of one array ended on the node at overlapping times; each run is in the ledger once.
+    # Three jobs of one array ended on the node at overlapping times; each run is in the ledger once.
     records = sorted(ledger(remote), key=benchmark.run_key)
     assert [benchmark.run_key(r) for r in records] == sorted(benchmark.run_key(r) for r in ledger(local))
-    assert len(records) == 4 and len({r["slurm"]["job_id"] for r in records}) == 4
-    assert len({r["slurm"]["job_id"].split("_")[0] for r in records}) == 1
+    jobs = [r["slurm"]["job_id"] for r in records]
+    assert len(records) == 4 and len(set(jobs)) == 3 and len({job.split("_")[0] for job in jobs}) == 1
+    assert [r["seed_group"] is not None for r in records] == [True, True, False, False]
     assert [results(r) for r in records] == [results(r) for r in sorted(ledger(local), key=benchmark.run_key)]
     assert all(r["cost"]["wall_s"] > 0 and r["concurrent_runs"] == 1 for r in records)
     # The summaries are generated from the ledger: equal but for the cost and hardware they report.

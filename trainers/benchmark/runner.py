@@ -721,7 +721,15 @@ def _aggregate(suite: str, results_dir: Path) -> None:
 def main(argv=None) -> None:
     args = tyro_cli(BenchArgs, args=argv, description=__doc__, prog="python -m trainers.benchmark")
     # A corrupt ledger line (ValueError from read_ledger) is bad input too: one line, exit 2.
-    sys.exit(run_command(lambda: run_suite(args), usage_errors=(ValueError,)))
+    # Ctrl-C stops this runner only: the jobs it submitted go on.
+    options = {"kept": "the submitted Slurm jobs go on (--status shows them, --wait waits again)"}
+    sys.exit(
+        run_command(
+            lambda: run_suite(args),
+            usage_errors=(ValueError,),
+            **(options if args.executor == "slurm" else {}),
+        )
+    )
 
 
 if __name__ == "__main__":
