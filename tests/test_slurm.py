@@ -62,11 +62,15 @@ NOT_RESULTS = ("cost", "hardware", "finished", "concurrent_runs", "slurm")
 """Ledger fields that say where, when and how fast a run trained, not what it computed."""
 
 
+WHY_NOT = unavailable()
+if WHY_NOT is not None and os.environ.get("GSBPOLICY_REQUIRE_SLURM"):
+    pytest.fail(WHY_NOT, pytrace=False)
+if WHY_NOT is not None:
+    pytest.skip(WHY_NOT, allow_module_level=True)  # one line for the whole file
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    reason = unavailable()
-    if reason is not None:
-        (pytest.fail if os.environ.get("GSBPOLICY_REQUIRE_SLURM") else pytest.skip)(reason)
     root = Path(tempfile.mkdtemp(prefix="gsbpolicy-slurm-"))
     cluster = SlurmCluster(root)
     cluster.start()
