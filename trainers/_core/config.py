@@ -40,6 +40,10 @@ class RolloutArgs:
     """GAE lambda."""
     reward_scaling: float = 1.0
     """Rewards are multiplied by this before GAE."""
+    normalize_rewards: bool = False
+    """Also divide the rewards the critic and GAE see by the running std of each env's discounted return
+    (SB3's VecNormalize `norm_reward`; `trainers._core.return_norm`). Training only: the statistics are
+    checkpointed with the run and are no part of the saved policy; logged returns stay in the task's units."""
     normalize_advantages: bool = True
     """Standardize advantages per minibatch."""
     recompute_gae: bool = False

@@ -26,6 +26,7 @@ from .envs import make_backend
 from .init_from import start_actor
 from .lifecycle import Learner, RunLifecycle
 from .model import ActorCritic, Optimizers, ValueMLP, trainable_mask
+from .return_norm import ReturnNorm
 from .stats import EpisodeStats
 from .update import TrainState, make_update, pop_finite_flags
 
@@ -63,7 +64,8 @@ def initial_state(algorithm: AbstractAlgorithm, args: TrainArgs, spec, optimizer
     model = ActorCritic(actor, ValueMLP(spec.obs_dim, args.critic, key=critic_key), reference)
     opt_state = optimizers.init(eqx.filter(model, trainable_mask(model)))
     zero = jnp.zeros((), jnp.int32)
-    return TrainState(model, opt_state, train_key, zero, zero), env_key
+    return_norm = ReturnNorm.init(args.rollout.num_envs) if args.rollout.normalize_rewards else None
+    return TrainState(model, opt_state, train_key, zero, zero, return_norm), env_key
 
 
 class Trainer(Learner):

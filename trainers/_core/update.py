@@ -20,6 +20,7 @@ from .distributed import AXIS, constrain
 from .gae import compute_gae
 from .init_from import path_kl, strided
 from .model import ActorCritic, Optimizers, trainable_mask
+from .return_norm import ReturnNorm
 from .rollout import Transition
 
 
@@ -31,6 +32,8 @@ class TrainState(eqx.Module):
     key: jax.Array
     iteration: jax.Array
     env_steps: jax.Array
+    return_norm: ReturnNorm | None = None
+    """Running discounted-return statistics (`rollout.normalize_rewards`); None when rewards are not normalised."""
 
 
 def _values(model: ActorCritic, obs):
@@ -170,13 +173,28 @@ def _advantage_inputs(model: ActorCritic, data: Transition, args: TrainArgs):
     return (data, *_gae(model, data, args))
 
 
-def _next_state(model: ActorCritic, opt_state, key, state: TrainState, data: Transition, metrics, finite):
+def _normalized_rewards(state: TrainState, data: Transition, args: TrainArgs):
+    """(data with its rewards divided by the running return std, the updated statistics) when
+    `rollout.normalize_rewards`, else (data, None). The statistics take in this rollout first (as VecNormalize
+    does, step by step)."""
+    if state.return_norm is None:
+        return data, None
+    return_norm = state.return_norm.update(data.reward, data.terminated | data.truncated, args.rollout.gamma)
+    return data._replace(reward=data.reward * return_norm.reward_scale()), return_norm
+
+
+def _next_state(model: ActorCritic, opt_state, key, state: TrainState, data: Transition, metrics, finite,
+                return_norm: ReturnNorm | None = None):  # fmt: skip
     """The state after the epochs, and the iteration's mean metrics with their `FINITE` flags."""
     metrics = jax.tree.map(jnp.mean, metrics)
+    if return_norm is not None:
+        metrics["reward_scale"] = return_norm.reward_scale()
     # Observation statistics move only after the update: the stored old log-densities and drifts
     # were computed with the rollout's normalizer, and the loss must compare against the same one.
     model = model.with_normalizer(model.normalizer.update(data.obs))
-    state = TrainState(model, opt_state, key, state.iteration + 1, state.env_steps + data.reward.size)
+    state = TrainState(
+        model, opt_state, key, state.iteration + 1, state.env_steps + data.reward.size, return_norm
+    )
     finite = {**jax.tree.map(jnp.all, finite), "parameters": all_finite(model)}
     return state, {**metrics, **{FINITE + name: ok for name, ok in finite.items()}}
 
@@ -217,6 +235,7 @@ def make_update(
         arrays, static = eqx.partition(state.model, eqx.is_array)
         epoch = _epoch(rollout, _minibatch_step(algorithm, args, optimizers, static), split)
         key, update_key = jax.random.split(state.key)
+        data, return_norm = _normalized_rewards(state, data, args)
         # Gather the iteration's batch onto every device once (one all-gather), so that the global shuffle
         # of each epoch needs no communication; left split, XLA would move the whole batch every epoch.
         batch = split(_advantage_inputs(state.model, data, args), PartitionSpec())
@@ -224,7 +243,7 @@ def make_update(
             epoch, (arrays, state.opt_state, update_key, batch), length=rollout.epochs
         )
         new_state, metrics = _next_state(
-            eqx.combine(arrays, static), opt_state, key, state, data, metrics, finite
+            eqx.combine(arrays, static), opt_state, key, state, data, metrics, finite, return_norm
         )
         return new_state, {**metrics, **_reference_metrics(state, data)}
 
