@@ -86,7 +86,9 @@ def test_the_actor_starts_pretrained_and_stays_put_during_the_critic_warmup(pret
 def test_fpo_and_dppo_start_from_the_same_policy_given_its_sampler(module, pretrained, tmp_path):
     """Their presets' samplers differ from GSB-MDPO's; with the pretrained values they take it as it is."""
     folder, policy = pretrained
-    sampler = {"sigma_schedule": "exponential", "sigma_max": 1.0, "sigma_min": 0.5, "squash": "tanh"}
+    cpu = gsb_mdpo.CPU_POLICY
+    sampler = {"sigma_schedule": cpu.sigma_schedule, "sigma_max": cpu.sigma_max, "sigma_min": cpu.sigma_min,
+               "squash": cpu.squash}  # fmt: skip
     args = tiny(module, tmp_path, module.__name__, init={"source": str(folder)})
     args = with_fields(args, policy={**TINY["policy"], **sampler}, algo={"time_reversed": False})
     trainer = Trainer(_algorithm(module, args), args)

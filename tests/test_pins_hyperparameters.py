@@ -87,10 +87,22 @@ def test_cpu_preset_is_the_small_inverted_pendulum_run():
     assert cpu_preset("Hopper-v5").env == "Hopper-v5"
     rollout = fields(args, "rollout")
     assert (rollout["num_envs"], rollout["unroll_length"], rollout["num_minibatches"], rollout["epochs"]) == (
-        16,
-        64,
-        4,
+        32,
+        32,
         8,
+        8,
+    )
+    # The default for any env (issue 47): rewards scaled by the running return std, the paper's learning
+    # rates, gradient clipping and the Playground table's sigmas.
+    assert rollout["normalize_rewards"] and (rollout["gamma"], rollout["gae_lambda"]) == (0.99, 0.95)
+    optim = fields(args, "optim")
+    assert (optim["actor_lr"], optim["critic_lr"], optim["max_grad_norm"]) == (1e-3, 1e-3, 0.5)
+    policy = fields(args, "policy")
+    assert (policy["sigma_schedule"], policy["sigma_max"], policy["sigma_min"], policy["squash"]) == (
+        "exponential",
+        3.0,
+        1.0,
+        "tanh",
     )
 
 

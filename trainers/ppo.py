@@ -250,7 +250,12 @@ ZOO_TUNED = {
     "Walker2d": (512, 32, 20, 0.99, 0.95, 5.05041e-05, 0.000585045, 0.1, 1.0, 0.871923, (64, 2, "tanh", 0.0, True)),
     # Swimmer: the zoo's MuJoCo defaults (SB3's PPO defaults) with gamma 0.9999.
     "Swimmer": (2048, 64, 10, 0.9999, 0.95, 3e-4, 0.0, 0.2, 0.5, 0.5, (64, 2, "tanh", 0.0, True)),
+    # The small-envs suite's zoo entries (SB3's default network). A batch larger than the rollout is one minibatch.
+    "InvertedDoublePendulum": (128, 512, 10, 0.98, 0.8, 1.55454e-4, 1.05057e-06, 0.4, 0.5, 0.695929, (64, 2, "tanh", 0.0, True)),
+    "InvertedPendulum": (32, 64, 5, 0.999, 0.9, 2.22425e-4, 1.37976e-07, 0.4, 0.3, 0.19816, (64, 2, "tanh", 0.0, True)),
 }  # fmt: skip
+SB3_DEFAULTS = (2048, 64, 10, 0.99, 0.95, 3e-4, 0.0, 0.2, 0.5, 0.5, (64, 2, "tanh", 0.0, True))
+"""`stable_baselines3.PPO`'s constructor defaults, in `ZOO_TUNED`'s order."""
 """rl-baselines3-zoo's tuned PPO hyperparameters (`hyperparams/ppo.yml`, MuJoCo v3 entries; one env,
 `normalize: true`, 1M steps). Networks without an entry there are SB3's defaults (2x64 tanh, orthogonal
 init, log std 0)."""
@@ -266,23 +271,36 @@ def zoo_preset(env: str | None) -> Args:
         raise ValueError(
             f"rl-baselines3-zoo has no tuned PPO for {env}; the zoo preset covers {sorted(ZOO_TUNED)}"
         )
-    n_steps, batch, epochs, gamma, lam, lr, ent, clip, max_norm, vf, net = ZOO_TUNED[task]
+    return _sb3_preset(env, ZOO_TUNED[task], "zoo", normalize_reward=True)
+
+
+def sb3_preset(env: str | None) -> Args:
+    """What `PPO("MlpPolicy", env)` trains: SB3's defaults (`SB3_DEFAULTS`: one env, 2048-step rollouts, 10
+    epochs of minibatches of 64, lr 3e-4, 2x64 tanh with orthogonal init), rewards as they come. One departure:
+    observations are normalised as in every run here (the normaliser is part of the saved policy)."""
+    return _sb3_preset(env or "HalfCheetah-v5", SB3_DEFAULTS, "sb3", normalize_reward=False)
+
+
+def _sb3_preset(env: str, settings: tuple, name: str, normalize_reward: bool) -> Args:
+    n_steps, batch, epochs, gamma, lam, lr, ent, clip, max_norm, vf, net = settings
     width, depth, activation, log_std, ortho = net
     base = gym(env)
     # SB3 shuffles single transitions, so in the shared geometry a "sequence" is one step: n_steps unrolls of
     # length 1 per iteration, n_steps / batch_size minibatches (make_ppo turns these back into SB3's terms).
     rollout = dataclasses.replace(base.rollout, num_envs=1, unroll_length=1, unrolls_per_iteration=n_steps,
-                                  num_minibatches=n_steps // batch, epochs=epochs, gamma=gamma, gae_lambda=lam)  # fmt: skip
+                                  num_minibatches=max(1, n_steps // batch), epochs=epochs, gamma=gamma,
+                                  gae_lambda=lam)  # fmt: skip
     return specialise(
-        Args, dataclasses.replace(base, rollout=rollout, preset="zoo"),
+        Args, dataclasses.replace(base, rollout=rollout, preset=name),
         critic=CriticArgs(width=width, depth=depth, activation=activation),
         optim=OptimArgs(actor_lr=lr, critic_lr=lr, max_grad_norm=max_norm, value_coef=vf),
         algo=Sb3PpoArgs(clip=clip, entropy_coef=ent, width=width, depth=depth, activation=activation,
-                        init_log_std=log_std, ortho_init=ortho, normalize_reward=True),
+                        init_log_std=log_std, ortho_init=ortho, normalize_reward=normalize_reward),
     )  # fmt: skip
 
 
-PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset, "zoo": zoo_preset}
+PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset, "zoo": zoo_preset,
+           "sb3": sb3_preset}  # fmt: skip
 
 
 train, main = api.entry_points("ppo", Args, PRESETS, __doc__, Sb3Trainer)

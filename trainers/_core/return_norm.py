@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from gsbpolicy import RunningNorm
+from gsbpolicy._internal import RunningNorm
 
 
 class ReturnNorm(eqx.Module):
@@ -29,9 +29,7 @@ class ReturnNorm(eqx.Module):
     def init(num_envs: int) -> "ReturnNorm":
         return ReturnNorm(jnp.zeros(num_envs), RunningNorm.init(1))
 
-    def update(
-        self, reward: Float[Array, "seq t"], done: Bool[Array, "seq t"], gamma: float
-    ) -> "ReturnNorm":
+    def update(self, reward: Float[Array, "seq t"], done: Bool[Array, "seq t"], gamma: float) -> "ReturnNorm":
         """Advance every env's return over one iteration's rollout and merge the returns into the statistics.
 
         `reward`/`done`: [num_unrolls * num_envs, T], the rollout layout (unroll-major: sequence u * B + b is
@@ -50,7 +48,9 @@ class ReturnNorm(eqx.Module):
             return jnp.where(d, 0.0, ret), ret
 
         final, returns = jax.lax.scan(
-            step, self.returns, (per_env_time_major(reward).astype(self.returns.dtype), per_env_time_major(done))
+            step,
+            self.returns,
+            (per_env_time_major(reward).astype(self.returns.dtype), per_env_time_major(done)),
         )
         return ReturnNorm(final, self.stats.update(returns.reshape(-1, 1)))
 

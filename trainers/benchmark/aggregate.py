@@ -90,7 +90,7 @@ def cost_rows(results_dir: Path = RESULTS_DIR) -> list[dict]:
         rows.append(
             {
                 "suite": suite,
-                "planned": len(suite.tasks) * len(suite.variants) * len(suite.seeds),
+                "planned": suite.planned_runs,
                 "runs": len(records),
                 "hours": sum(r["cost"]["wall_s"] for r in records) / 3600,
                 "hardware": sorted({hardware_label(r) for r in records}),

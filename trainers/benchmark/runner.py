@@ -203,7 +203,7 @@ def command(suite: Suite, task: str, variant: Variant, seed: int, directory: Pat
         "--seed",
         str(seed),
         "--total-steps",
-        str(suite.total_steps),
+        str(suite.steps(task)),
         "--output-dir",
         str(directory),
         *(suite.args if variant.shared_geometry else ()),
@@ -532,7 +532,13 @@ def plan(args: BenchArgs, suite: Suite) -> list[tuple[str, Variant, int]]:
             raise CommandError(f"suite {suite.name!r} has no seed {seed}; it has {list(suite.seeds)}")
     tasks = args.tasks or suite.tasks
     seeds = args.seeds or suite.seeds
-    return [(task, variant, seed) for seed in seeds for task in tasks for variant in variants]
+    return [
+        (task, variant, seed)
+        for seed in seeds
+        for task in tasks
+        for variant in variants
+        if suite.runs(task, variant)
+    ]
 
 
 def _check_options(args: BenchArgs) -> Path:

@@ -37,6 +37,9 @@ class Variant:
     shared_geometry: bool = True
     """Apply the suite's rollout geometry (`Suite.args`). False for a column whose preset fixes its own
     tuned geometry; the suite's evaluation (`Suite.eval_args`) applies to every column regardless."""
+    tasks: tuple[str, ...] | None = None
+    """The only tasks this column runs (None: every task of the suite), for a reference column whose preset
+    covers only some."""
 
     def __post_init__(self):
         get_algo(self.method)  # a column of an unknown algorithm fails where the suite is defined
@@ -69,12 +72,29 @@ class Suite:
     kind: str = "benchmark"
     """"benchmark" (returns tables and curves), "ablation" (adds the clip-fraction curve) or "compute"
     (the paper's Table 3: wall-clock and memory relative to same-pipeline Gaussian PPO)."""
+    task_steps: tuple[tuple[str, int], ...] = ()
+    """(task, env steps) for tasks whose budget is not `total_steps`."""
+    floors: bool = False
+    """Also score doing nothing (zero action) and uniformly random actions on every task
+    (`trainers.benchmark.floors`), the floors the trained columns are read against."""
+
+    def steps(self, task: str) -> int:
+        """The env-step budget of one task."""
+        return dict(self.task_steps).get(task, self.total_steps)
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
             if variant.name == name:
                 return variant
         raise KeyError(f"suite {self.name!r} has no method/variant {name!r}; it has {self.variant_names}")
+
+    def runs(self, task: str, variant: Variant) -> bool:
+        """Whether the suite runs this column on this task."""
+        return variant.tasks is None or task in variant.tasks
+
+    @property
+    def planned_runs(self) -> int:
+        return len(self.seeds) * sum(self.runs(t, v) for t in self.tasks for v in self.variants)
 
     @property
     def variant_names(self) -> list[str]:
@@ -119,6 +139,10 @@ _GSB_GYM_POLICY = ("--policy.num-steps", "16", "--policy.width", "256", "--polic
 _FINETUNE_STEPS = 100_000
 _FINETUNE = ("--init-from", PRETRAINED, "--init.critic-warmup-steps", "8192")
 """Fine-tuning: start from the seed's cloned policy; 4 iterations of critic warm-up before the actor moves."""
+
+
+_SMALL = "trainers.benchmark.small_envs:"
+"""Gymnasium imports this module (registering its envs) for the ids that start with it."""
 
 
 def _finetune_variants() -> tuple[Variant, ...]:
@@ -383,6 +407,51 @@ SUITES: dict[str, Suite] = {
             eval_protocol=PLAYGROUND_PROTOCOL.replace("10 evaluations", "one evaluation at the end"),
             budget_note="two iterations of the paper's geometry; wall-clock includes compilation",
             kind="compute",
+        ),
+        Suite(
+            name="small-envs",
+            description="GSB-MDPO's defaults (`--preset cpu`, what `trainers.gsb_mdpo.train(MyEnv)` runs) on small "
+            "envs unlike the one they were first tuned on (InvertedPendulum), next to Stable-Baselines3 PPO with its "
+            "own defaults and with rl-baselines3-zoo's settings where the zoo has them without gSDE, and the "
+            "do-nothing and random floors.",
+            tasks=(
+                f"{_SMALL}Reach-v0",
+                f"{_SMALL}DoubleIntegrator-v0",
+                "Pendulum-v1",
+                "MountainCarContinuous-v0",
+                "InvertedDoublePendulum-v5",
+            ),
+            total_steps=100_000,
+            task_steps=(
+                (f"{_SMALL}Reach-v0", 30_000),
+                ("MountainCarContinuous-v0", 50_000),
+                ("InvertedDoublePendulum-v5", 200_000),
+            ),
+            seeds=(0, 1, 2),
+            preset="cpu",
+            variants=(
+                Variant("gsb_mdpo", "gsb_mdpo"),
+                Variant("sb3_ppo:defaults", "ppo", preset="sb3"),
+                # The zoo's Pendulum and MountainCarContinuous entries train with gSDE, which `trainers.ppo` cannot
+                # export as a Gaussian actor: those cells are not run.
+                Variant("sb3_ppo:zoo", "ppo", preset="zoo", tasks=("InvertedDoublePendulum-v5",)),
+            ),
+            eval_args=(
+                "--eval.interval-steps",
+                "0",
+                "--eval.num-evals",
+                "10",
+                "--eval.episodes",
+                "20",
+                "--eval.final-episodes",
+                "50",
+            ),
+            eval_protocol="20 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations; the "
+            "final return over 50 episodes",
+            budget_note="per task, fixed before any default was compared: 30k env steps for Reach, 50k for "
+            "MountainCarContinuous, 200k for InvertedDoublePendulum, 100k otherwise (minutes each on a 2-core CPU); "
+            "the zoo column only where rl-baselines3-zoo tunes PPO for the task without gSDE",
+            floors=True,
         ),
         Suite(
             name="compute-gpu",
