@@ -149,4 +149,4 @@ def test_a_callable_keeps_its_id_and_a_second_one_of_that_name_is_refused():
 
 def test_overrides_replace_fields_and_update_groups():
     args = with_overrides(gsb_mdpo.cpu_preset("Hopper-v5"), {"seed": 3, "rollout": {"num_envs": 4}})
-    assert args.seed == 3 and args.rollout.num_envs == 4 and args.rollout.unroll_length == 64
+    assert args.seed == 3 and args.rollout.num_envs == 4 and args.rollout.unroll_length == 32

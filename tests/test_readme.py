@@ -78,3 +78,18 @@ def test_every_number_block_is_generated():
     prose = re.sub(r"<!-- (\S+):start -->.*?<!-- \1:end -->", "", README, flags=re.S)
     prose = re.sub(r"```.*?```", "", prose, flags=re.S)
     assert not re.findall(r"(?<![-\w.])\d+\.\d+\b", prose), "a decimal number typed into the README's prose"
+
+
+@pytest.mark.slow
+def test_the_own_env_example_learns(tmp_path):
+    """The README's own-env example, run as written (seed 0, 8,192 env steps): the trained policy at least halves
+    doing nothing's accumulated distance (-64 on these 50 episodes) on the same episodes."""
+    (block,) = [
+        code for code in re.findall(r"```python\n(.*?)```", README, re.S) if "gsb_mdpo.train(Reach" in code
+    ]
+    (tmp_path / "reach.py").write_text(block)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "reach.py"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trained, floor = map(float, re.search(r"trained (\S+), doing nothing (\S+)", done.stdout).groups())
+    assert floor < -50 and trained > floor / 2, done.stdout

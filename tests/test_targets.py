@@ -31,3 +31,27 @@ def test_a_column_below_doing_nothing_scores_below_zero():
 
 def judge_task(gsb, sb3, zero):
     return targets.judge({"gsb_mdpo": gsb, "sb3_ppo:defaults": sb3}, zero)
+
+
+def test_the_floors_are_zero_and_in_bound_uniform_actions_scored_per_seed(tmp_path):
+    import dataclasses
+    import json
+
+    import numpy as np
+
+    from trainers.benchmark import floors
+    from trainers.benchmark.ledger import read_floors
+    from trainers.benchmark.suites import SUITES
+
+    zero = floors.Floor("do-nothing", [-2.0], [2.0], seed=0).predict(np.ones((3, 2)))[0]
+    uniform = floors.Floor("random", [-2.0], [2.0], seed=0).predict(np.ones((500, 2)))[0]
+    assert (zero == 0).all() and zero.shape == (3, 1) and (abs(uniform) <= 2).all() and uniform.std() > 1
+    suite = dataclasses.replace(SUITES["small-envs"], tasks=(SUITES["small-envs"].tasks[0],), seeds=(0, 1))
+    cells = floors.floor_cells(suite)
+    reach = cells["tasks"][suite.tasks[0]]
+    assert cells["episodes"] == 50 and len(reach["do-nothing"]["per_seed"]) == 2
+    assert (
+        -80 < reach["do-nothing"]["mean"] < -50 and reach["random"]["mean"] < reach["do-nothing"]["mean"] + 10
+    )
+    floors.floors_path(tmp_path, suite.name).write_text(json.dumps(cells))
+    assert read_floors(tmp_path, suite) == cells

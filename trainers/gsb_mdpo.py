@@ -154,10 +154,11 @@ def cpu_preset(env: str | None) -> Args:
     """
     return with_fields(
         Args(env=env or "InvertedPendulum-v5", total_steps=150_000, preset="cpu", policy=CPU_POLICY),
-        rollout=dataclasses.asdict(RolloutArgs(num_envs=32, unroll_length=32, num_minibatches=8, epochs=8,
-                                               normalize_rewards=True)),
+        rollout=dataclasses.asdict(
+            RolloutArgs(num_envs=32, unroll_length=32, num_minibatches=8, epochs=8, normalize_rewards=True)
+        ),
         optim=dataclasses.asdict(OptimArgs(actor_lr=1e-3, critic_lr=1e-3, max_grad_norm=0.5)),
-    )  # fmt: skip
+    )
 
 
 PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset}

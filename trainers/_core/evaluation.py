@@ -51,6 +51,37 @@ def eval_record(iteration: int, env_steps: int, evaluate) -> dict:
     return record
 
 
+class LearningWatch:
+    """Says, once, when a run is not learning: the last `STRETCH` evaluations all did no better than the first
+    (a deterministic return above the first's by more than 5% of its size counts as better). Its state lives in
+    the process: a resumed run starts watching again."""
+
+    STRETCH = 4
+    HINT = (
+        "check the reward scale (--rollout.reward-scaling), the action bounds and the budget (--total-steps); "
+        "docs/own-env.md, 'When it does not learn'"
+    )
+
+    def __init__(self):
+        self.first, self.since, self.said = None, 0, False
+
+    def after(self, record: dict) -> str | None:
+        """The one-line warning after this eval `record`, when it completes the stretch; else None."""
+        value = record["eval/return_deterministic"]
+        if self.first is None:
+            self.first = record
+            return None
+        first = self.first["eval/return_deterministic"]
+        self.since = 0 if value > first + 0.05 * abs(first) else self.since + 1
+        if self.said or self.since < self.STRETCH:
+            return None
+        self.said = True
+        return (
+            f"not learning? the last {self.STRETCH} evaluations did no better than the first ({first:.4g} at "
+            f"{self.first['env_steps']:,} env steps; now {value:.4g} at {record['env_steps']:,}): {self.HINT}"
+        )
+
+
 def write_results(
     policy_dir, *, env_id: str, algo: str, returns, lengths, seed: int, env_steps: int, eval_seed: int
 ) -> dict:

@@ -17,7 +17,7 @@ from gsbpolicy._files import atomic_write_text
 
 from .checkpoint import CheckpointError, commit_checkpoint, find_checkpoint, load_checkpoint, write_checkpoint
 from .config import TrainArgs, output_path
-from .evaluation import eval_record, eval_seed, write_results
+from .evaluation import LearningWatch, eval_record, eval_seed, write_results
 from .rundir import open_run_folder
 from .runlog import RunLogger, experiment_sha256, write_run_json
 from .update import NonFiniteError
@@ -103,6 +103,7 @@ class RunLifecycle:
         self.iteration = 0  # iterations done so far: logged and, when due, checkpointed (or loaded)
         self.logger = None
         self.experiment = None  # run.json's experiment hash, which every checkpoint record carries
+        self.watch = LearningWatch()
 
     def release(self) -> None:
         """Give up the run folder's lock (the end of `run` does it; so does the end of the process)."""
@@ -234,7 +235,11 @@ class RunLifecycle:
         }
         self._write(record)
         if iteration in self.due_evals:
-            self._write(eval_record(iteration, env_steps, functools.partial(self.evaluate, learner)))
+            record = eval_record(iteration, env_steps, functools.partial(self.evaluate, learner))
+            self._write(record)
+            warning = self.watch.after(record)
+            if warning and self.writer:
+                print(warning, flush=True)
 
     def checkpoint_due(self, iteration: int) -> bool:
         return iteration % self.args.log.checkpoint_every == 0 or iteration == self.args.num_iterations

@@ -183,8 +183,16 @@ def _normalized_rewards(state: TrainState, data: Transition, args: TrainArgs):
     return data._replace(reward=data.reward * return_norm.reward_scale()), return_norm
 
 
-def _next_state(model: ActorCritic, opt_state, key, state: TrainState, data: Transition, metrics, finite,
-                return_norm: ReturnNorm | None = None):  # fmt: skip
+def _next_state(
+    model: ActorCritic,
+    opt_state,
+    key,
+    state: TrainState,
+    data: Transition,
+    metrics,
+    finite,
+    return_norm: ReturnNorm | None = None,
+):
     """The state after the epochs, and the iteration's mean metrics with their `FINITE` flags."""
     metrics = jax.tree.map(jnp.mean, metrics)
     if return_norm is not None:

@@ -22,7 +22,15 @@ from gsbpolicy._files import atomic_write_bytes
 
 from ..registry import ALGORITHMS
 from . import claims_report
-from .ledger import PROBE_FILE, RESULTS_DIR, hardware_label, ledger_suites, read_ledger, read_probes
+from .ledger import (
+    PROBE_FILE,
+    RESULTS_DIR,
+    hardware_label,
+    ledger_suites,
+    read_floors,
+    read_ledger,
+    read_probes,
+)
 from .plots import plot
 from .report import TEMPLATES, markdown
 from .suites import SUITES
@@ -41,7 +49,10 @@ def summaries(results_dir: Path, suites: list[str] | None = None) -> dict[str, d
     """The summaries of `suites` (default: every ledger's), by suite name."""
     names = ledger_suites(results_dir) if suites is None else suites
     probes = read_probes(results_dir / PROBE_FILE)
-    return {s: summarize(s, read_ledger(results_dir / f"{s}.runs.jsonl"), probes) for s in names}
+    floors = {s: read_floors(results_dir, SUITES[s]) for s in names if s in SUITES}
+    return {
+        s: summarize(s, read_ledger(results_dir / f"{s}.runs.jsonl"), probes, floors.get(s)) for s in names
+    }
 
 
 def pages_dir(results_dir: Path) -> Path:

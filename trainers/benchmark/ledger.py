@@ -40,6 +40,17 @@ def read_probes(path: Path) -> dict[str, dict]:
     return entries
 
 
+def floors_path(results_dir: Path, suite: str) -> Path:
+    """Where `trainers.benchmark.floors` writes a suite's do-nothing and random scores."""
+    return results_dir / f"{suite}.floors.json"
+
+
+def read_floors(results_dir: Path, suite) -> dict | None:
+    """The committed floors of `suite` (None for a suite without floors, or before they were scored)."""
+    path = floors_path(results_dir, suite.name)
+    return json.loads(path.read_text()) if suite.floors and path.exists() else None
+
+
 def shared_machine(record: dict) -> bool:
     """Whether another run shared the machine: this runner's own (`--jobs`) or any other trainer seen."""
     return record.get("concurrent_runs", 1) > 1 or record["cost"].get("other_trainers_peak", 0) > 0

@@ -6,7 +6,7 @@ from pathlib import Path
 import jinja2
 
 from ..registry import PROPOSED
-from . import stats
+from . import stats, targets
 from .ledger import PROBE_FILE
 from .summary import columns
 
@@ -51,6 +51,10 @@ def markdown(summary: dict) -> str:
             if e.get("reused_from")
         ],
         finetune=_finetune(summary) if summary["kind"] == "finetune" else None,
+        target_rows=_target_rows(summary),
+        floor_episodes=summary.get("floors", {}).get("episodes"),
+        margin=targets.NOT_WORSE_MARGIN,
+        most=targets.MOST_OF_GAP,
         ablation_rows=_ablation_rows(summary),
         clips=[
             f"{task} {_clip_text(e)}"
@@ -224,6 +228,21 @@ def _verdict_words(column: str, c: dict) -> str:
     seeds = c["verdict"].removeprefix("inconclusive ").strip("()") if verb.startswith("is inc") else ""
     detail = ", ".join(x for x in (p, seeds) if x)
     return f"{verb} `{column}`" + (f" ({detail})" if detail else "")
+
+
+def _target_rows(summary: dict) -> list[str]:
+    """The floors and the targets' verdicts per task (a suite with floors)."""
+    rows = []
+    for task, verdict in summary.get("targets", {}).items():
+        floors = summary["floors"]["tasks"][task]
+        scores = verdict["scores"]
+        rows.append(
+            f"| {task} | {_fmt(floors['do-nothing']['mean'])} | {_fmt(floors['random']['mean'])} | {verdict['best']} "
+            f"| {scores[targets.PROPOSED]:.2f} | {scores[targets.SB3_DEFAULTS]:.2f} "
+            f"| {'yes' if verdict['not_worse_than_sb3_defaults'] else '**no**'} "
+            f"| {'yes' if verdict['closes_most_of_gap'] else '**no**'} |"
+        )
+    return rows
 
 
 def _ablation_rows(summary: dict) -> list[str]:

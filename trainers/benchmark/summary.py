@@ -9,7 +9,7 @@ import statistics
 import numpy as np
 
 from ..registry import PROPOSED
-from . import stats
+from . import stats, targets
 from .ledger import hardware_label, shared_machine
 from .suites import SUITES
 
@@ -219,9 +219,11 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
     }
 
 
-def summarize(suite_name: str, records: list[dict], probes: dict[str, dict] | None = None) -> dict:
-    """The `<suite>.json` summary (schema in hub_cards/results/README.md); `probes` are the exploration
-    probe's entries by env (`PROBE_FILE`), kept for the tasks the suite ran."""
+def summarize(
+    suite_name: str, records: list[dict], probes: dict[str, dict] | None = None, floors: dict | None = None
+) -> dict:
+    """The `<suite>.json` summary (schema in hub_cards/results/README.md); `probes`: the exploration probe's
+    entries by env (`PROBE_FILE`), kept for the tasks the suite ran; `floors`: `trainers.benchmark.floors`'."""
     if suite_name not in SUITES:
         raise ValueError(
             f"{suite_name}.runs.jsonl: trainers/benchmark/suites.py defines no suite {suite_name!r}"
@@ -275,6 +277,18 @@ def summarize(suite_name: str, records: list[dict], probes: dict[str, dict] | No
         "tasks": tasks,
         "aggregate_iqm": _aggregate_iqm(tasks) if with_statistics else None,
         "exploration_probe": {task: entry for task, entry in (probes or {}).items() if task in tasks},
+        **({"floors": floors, "targets": _targets(tasks, floors)} if floors else {}),
+    }
+
+
+def _targets(tasks: dict[str, dict], floors: dict) -> dict:
+    """The targets' verdicts on each task where both judged columns ran."""
+    return {
+        task: targets.judge(
+            {v: e["final_mean"] for v, e in entries.items()}, floors["tasks"][task]["do-nothing"]["mean"]
+        )
+        for task, entries in tasks.items()
+        if {targets.PROPOSED, targets.SB3_DEFAULTS} <= entries.keys() and task in floors["tasks"]
     }
 
 
