@@ -457,6 +457,29 @@ def test_a_reference_column_is_scored_on_the_paper_columns_scale_without_setting
     )
 
 
+def test_the_page_reads_out_gsb_mdpo_against_each_reference_column_and_names_unrun_columns(monkeypatch):
+    """Per task, the reference columns' verdicts in words (the comparison table's, by the same rule); a planned
+    column with no run yet is named as such, so a column just added is visible before its runs."""
+    suite = Suite(name="ref", description="test suite.", tasks=("Hopper-v5", "HalfCheetah-v5"), total_steps=300,
+                  seeds=(0, 1, 2), preset="cpu",
+                  variants=(*_methods("dppo", "gsb_mdpo"), Variant("fpo_pp", "fpo_pp"), Variant("sb3_ppo:zoo", "ppo")))  # fmt: skip
+    monkeypatch.setitem(SUITES, "ref", suite)
+    records = (_runs("gsb_mdpo", [10.0, 11.0, 12.0], "Hopper-v5") + _runs("dppo", [1.0, 2.0, 3.0], "Hopper-v5")
+               + _runs("fpo_pp", [20.0, 22.0, 24.0], "Hopper-v5") + _runs("fpo_pp", [5.0, 30.0], "HalfCheetah-v5")
+               + _runs("gsb_mdpo", [100.0, 110.0, 120.0], "HalfCheetah-v5"))  # fmt: skip
+    text = report.markdown(summarize("ref", records))
+    assert "- Hopper-v5: gsb_mdpo is beaten by `fpo_pp` (P = 0.00 [0.00, 0.00])." in text
+    assert (
+        "- HalfCheetah-v5: gsb_mdpo is inconclusive against `fpo_pp` (P = 1.00 [1.00, 1.00], 3 vs 2 seeds)."
+        in text
+    )
+    assert "`dppo`" not in text  # a paper column's verdicts stay in the table only
+    assert "Columns of this suite with no run yet (not in the tables above): sb3_ppo:zoo (reference)." in text
+    ran_all = report.markdown(summarize("ref", records + _runs("sb3_ppo:zoo", [1.0] * 3, "Hopper-v5")))
+    assert "no run yet (not in the tables above): sb3_ppo" not in ran_all
+    assert "- Hopper-v5: gsb_mdpo is beaten by `fpo_pp`" in ran_all and "beats `sb3_ppo:zoo`" in ran_all
+
+
 def test_statistics_match_rliable_and_are_reproducible():
     from rliable import metrics
 

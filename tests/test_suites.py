@@ -1,6 +1,6 @@
 """The suites as data: each column's command parses to the configuration its name promises (the published
-and the FlowRL form of FPO, official DPPO's per-dimension clamp and the previous form, the zoo-tuned SB3 PPO
-reference column), and the committed ledgers' commands still parse to the configurations they ran."""
+and the FlowRL form of FPO, official DPPO's per-dimension clamp and the previous form, the FPO++ and zoo-tuned
+SB3 PPO reference columns), and the committed ledgers' commands still parse to the configurations they ran."""
 
 import json
 import shlex
@@ -59,6 +59,22 @@ def test_zoo_column_keeps_its_tuned_geometry_and_shares_the_evaluation():
     assert zoo.algo.normalize_reward and zoo.preset == "zoo"
     assert (zoo.eval, zoo.total_steps) == (paper.eval, paper.total_steps)
     assert paper.rollout.num_envs == 32  # the paper columns keep the suite's CPU geometry
+
+
+@pytest.mark.parametrize(("suite", "task"), [("cpu-gym", "Walker2d-v5"), ("cpu-playground", "FingerSpin")])
+def test_fpo_pp_column_is_its_preset_in_the_suites_geometry_and_a_reference(suite, task):
+    """A reference column (no paper verdict moves) trained like a paper column: the suite's geometry and
+    evaluation; on Playground it is the `fpo` column but for FPO++'s objective."""
+    from trainers.fpo_pp import FppArgs
+
+    fpp, fpo, gsb = (_args(suite, column, task) for column in ("fpo_pp", "fpo", "gsb_mdpo"))
+    assert SUITES[suite].variant("fpo_pp").reference and not SUITES[suite].variant("fpo").reference
+    assert (fpp.rollout, fpp.eval, fpp.total_steps) == (gsb.rollout, gsb.eval, gsb.total_steps)
+    if suite == "cpu-playground":
+        assert (fpp.policy, fpp.critic, fpp.optim) == (fpo.policy, fpo.critic, fpo.optim)
+        assert fpp.algo == FppArgs(num_samples=8, clip=0.05, time_reversed=True)
+    else:
+        assert (fpp.policy.num_steps, fpp.algo.num_samples, fpp.algo.action_clip) == (64, 16, 2.0)
 
 
 def test_zoo_preset_refuses_an_untuned_task():

@@ -39,6 +39,8 @@ def markdown(summary: dict) -> str:
         comparison_table=_table(summary, variants, _comparison_cell) if compared else None,
         aggregate=_aggregate(summary),
         unrun=[t for t in summary.get("planned_tasks", []) if t not in summary["tasks"]],
+        unrun_columns=_unrun_columns(summary, variants),
+        references=_reference_verdicts(summary) if summary["kind"] == "benchmark" else [],
         constant=_constant_tasks(summary),
         probes=list(summary["exploration_probe"].values()),
         diverged=_diverged_runs(summary),
@@ -137,6 +139,31 @@ def _aggregate(summary: dict) -> dict | None:
         ),
         "left_out": [f"{t} ({why})" for t, why in agg.get("left_out", {}).items()],
     }
+
+
+def _unrun_columns(summary: dict, variants: list[str]) -> list[str]:
+    """The suite's columns with no run on any task yet (a column just added), reference columns marked."""
+    return [
+        f"{c['name']} (reference)" if c["reference"] else c["name"]
+        for c in summary.get("planned_columns", [])
+        if c["name"] not in variants
+    ]
+
+
+def _reference_verdicts(summary: dict) -> list[tuple[str, list[str]]]:
+    """Where the proposed method stands against each reference column on each task, in words: the comparison
+    table's verdicts, read out for the columns that are not the paper's (so that no reader has to find them
+    among the paper columns' cells)."""
+    rows = []
+    for task, entries in summary["tasks"].items():
+        against = [
+            _verdict_words(v, e["comparison"])
+            for v, e in entries.items()
+            if e.get("reference") and e.get("comparison")
+        ]
+        if against:
+            rows.append((task, against))
+    return rows
 
 
 def _constant_tasks(summary: dict) -> list[str]:

@@ -103,6 +103,9 @@ _CPU_GYM_GEOMETRY = ("--rollout.num-envs", "32", "--rollout.unroll-length", "64"
 _CPU_GYM_TASKS = ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Swimmer-v5")
 # Tuned SB3 PPO as a reference column: its own preset and geometry, the suite's evaluation.
 _ZOO_COLUMN = Variant("sb3_ppo:zoo", "ppo", preset="zoo", shared_geometry=False)
+# FPO++ as a reference column: its preset (FlowRL's column on Gym, Table 1's FPO column with FPO++'s objective
+# on Playground) in the suite's geometry, like a paper column, but judged only against GSB-MDPO.
+_FPO_PP_COLUMN = Variant("fpo_pp", "fpo_pp")
 _CPU_GYM_EVAL = ("--eval.interval-steps", "0", "--eval.num-evals", "10")
 _CPU_GYM_PROTOCOL = "10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations"
 """What `_CPU_GYM_EVAL` gives every column of the CPU Gymnasium suites."""
@@ -188,7 +191,8 @@ SUITES: dict[str, Suite] = {
         Suite(
             name="cpu-gym",
             description="Four Gymnasium MuJoCo v5 tasks on a 2-core CPU; each method's Table 2 column with a "
-            "smaller rollout geometry, both published forms of FPO and DPPO, and tuned SB3 PPO for reference.",
+            "smaller rollout geometry, both published forms of FPO and DPPO, and FPO++ and tuned SB3 PPO for "
+            "reference.",
             tasks=_CPU_GYM_TASKS,
             total_steps=1_000_000,
             seeds=(0, 1, 2),
@@ -199,6 +203,7 @@ SUITES: dict[str, Suite] = {
                 Variant("fpo", "fpo"),
                 Variant("fpo:flowrl", "fpo", ("--algo.positive-advantages-only",)),
                 *_methods("genpo", "gsb_mdpo"),
+                _FPO_PP_COLUMN,
                 _ZOO_COLUMN,
             ),
             args=_CPU_GYM_GEOMETRY,
@@ -208,8 +213,9 @@ SUITES: dict[str, Suite] = {
             "GenPO takes <= 30 min on 2 cores (the per-task cost table below gives the measured minutes); GenPO's "
             "two-network coupling flow costs several times GSB-MDPO's per step (compute-cpu), so its runs take longer. `fpo` is the FPO paper's surrogate (both advantage signs), "
             "`fpo:flowrl` FlowRL's positive-advantages-only form; `dppo` clamps each action dimension's "
-            "log-density before averaging (official DPPO), `dppo:clamp-mean` clamps the average; `sb3_ppo:zoo` is "
-            "Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
+            "log-density before averaging (official DPPO), `dppo:clamp-mean` clamps the average; `fpo_pp` is FPO++ "
+            "(FlowRL's column: 64 flow steps and 16 flow-matching draws per action, so a run costs about twice "
+            "FPO's; a reference column, not a paper method); `sb3_ppo:zoo` is Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
             "column, not a paper method, and outside that sizing: its one-env geometry's many small updates cost "
             "more per env step, so its slowest task takes longer)",
         ),
@@ -217,7 +223,7 @@ SUITES: dict[str, Suite] = {
             name="cpu-playground",
             description="Five MuJoCo Playground tasks on a 2-core CPU (three of the four where the paper claims "
             "clear gains: FingerSpin, BallInCup and FingerTurnEasy); each method's Table 1 column with a smaller "
-            "rollout geometry.",
+            "rollout geometry, and FPO++ (Table 1's FPO column with FPO++'s objective) for reference.",
             # FingerTurnHard, the fourth, is left to the GPU suite: it is FingerTurnEasy's model and sparse reward
             # (1 only while the tip is inside the target) with a smaller target (radius 0.03 against 0.07), so it
             # would cost as many CPU hours for a rarer signal.
@@ -225,7 +231,7 @@ SUITES: dict[str, Suite] = {
             total_steps=3_000_000,
             seeds=(0, 1, 2),
             preset="playground",
-            variants=_methods(*PAPER_METHODS),
+            variants=(*_methods(*PAPER_METHODS), _FPO_PP_COLUMN),
             args=_CPU_PLAYGROUND_GEOMETRY,
             eval_protocol="32 fresh envs x one 1000-step episode, deterministic (ODE / Gaussian mean), 10 evaluations",
             budget_note="3M env steps: 1/20 of the paper's budget, sized so that one run of every method but GenPO "
