@@ -205,11 +205,13 @@ def playground_preset(env: str | None) -> Args:
 
 def gym_preset(env: str | None) -> Args:
     """Table 2's shared rows (`trainers.presets.gym`: 1024 envs x 24 steps, 4 x 6144, 4 epochs, gamma 0.99, 40M
-    steps) with FlowRL's FPO++ column (IsaacLab, after its June 2026 refactor): 64 noise-free Euler steps of an ELU
-    3 x 256 velocity net with learnable Fourier time features (16) and no output scale, actions perturbed by
-    N(0, 0.02^2) and clipped to +-2 (no per-iterate clip), 16 draws per action, eps = 0.05; critic ELU 3 x 256;
-    learning rates 1e-4 (actor) and 1e-3 (critic), gradient norm 1, value coefficient 1. The clip squash then
-    maps the +-2 action into the bounds."""
+    steps) with FlowRL's FPO++ column for IsaacLab (the setting the paper's Gym columns start from). From its
+    fpopp config: 64 noise-free Euler steps of a 3 x 256 velocity net with learnable Fourier time features (16) and
+    no output scale, 16 draws per action, eps = 0.05, learning rates 1e-4 (actor) and 1e-3 (critic, ELU 3 x 256),
+    gradient norm 1. From its June 2026 refactor, which follows FPO++'s own code: value coefficient 1, the action
+    clipped to +-2 instead of every iterate to +-1, ELU in the velocity net and action noise N(0, 0.02^2) (its
+    earlier config: SiLU and 0.1), and `FppArgs`' loss defaults. The clip squash then maps the +-2 action into
+    the bounds."""
     base = gym(env or "HalfCheetah-v5")
     return specialise(
         Args,
