@@ -111,8 +111,8 @@ def test_the_summary_reports_the_path_kl_to_the_clone_and_the_verdicts_in_words(
     assert hopper["gsb_mdpo"]["path_kl_init"]["mean"] == [1.0, 2.0]
     assert "path_kl_init" not in hopper["gsb_mdpo:scratch"]
     table = report.markdown(summary)
-    assert "| Hopper-v5 | gsb_mdpo | 201.0 ± 0.8 (3) | 2 ± 0.82 |" in table
-    assert "| Hopper-v5 | gsb_mdpo:scratch | 301.0 ± 0.8 (3) | - (fresh actor) |" in table
+    assert "| Hopper-v5 | gsb_mdpo | 201.0 ± 1.0 (3) | 2 ± 1 |" in table  # sample std (ddof = 1)
+    assert "| Hopper-v5 | gsb_mdpo:scratch | 301.0 ± 1.0 (3) | - (fresh actor) |" in table
     assert (
         "- Hopper-v5: fine-tuned GSB-MDPO beats `bc` (P = 1.00 [1.00, 1.00]); is inconclusive against `fpo` "
         "(P = 0.44 [0.00, 1.00], 3 seeds); is beaten by `gsb_mdpo:scratch` (P = 0.00 [0.00, 0.00])." in table
