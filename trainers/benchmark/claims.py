@@ -579,10 +579,29 @@ CLAIMS = (
           "toy: quadrant-mass L1 error about 0.100", toy_l1_about_0_1, source="toy"),
 )  # fmt: skip
 
-RULES_SET_AT: dict[str, tuple[str, str]] = {}
-"""Rule (function name) -> (the commit at which its code took its present form, that commit's date). A test
-checks each against the git history: the rule's code (`rule_fingerprint`) is the same at that commit and at
-every later commit that touched it, and differs at the commit before."""
+SET_AT_49, SET_AT_49_DATE = "e2b5ea1b262758a9e43d9a777a5f5bb6faae7869", "2026-12-02T03:40:08+00:00"
+"""The commit that made every rule an exact test with Holm's correction (issue 49), and its author date."""
+RULES_SET_AT: dict[str, tuple[str, str]] = {
+    "clear_gains": (SET_AT_49, SET_AT_49_DATE),
+    "competitive": (SET_AT_49, SET_AT_49_DATE),
+    "strong": (SET_AT_49, SET_AT_49_DATE),
+    "genpo_highest": (SET_AT_49, SET_AT_49_DATE),
+    "path_kl_matters": (SET_AT_49, SET_AT_49_DATE),
+    "reference_mixing_helps": (SET_AT_49, SET_AT_49_DATE),
+    "ode_beats_sde": (SET_AT_49, SET_AT_49_DATE),
+    "clipping_matters": (SET_AT_49, SET_AT_49_DATE),
+    "steps_similar": (SET_AT_49, SET_AT_49_DATE),
+    "clip_fraction_about_0_2": (SET_AT_49, SET_AT_49_DATE),
+    "time_close_to_ppo_fpo_dppo": (SET_AT_49, SET_AT_49_DATE),
+    "time_lower_than_dppo": (SET_AT_49, SET_AT_49_DATE),
+    "memory_comparable": (SET_AT_49, SET_AT_49_DATE),
+    "toy_l1_about_0_1": (SET_AT_49, SET_AT_49_DATE),
+}
+"""Rule (function name) -> (the commit at which its code took its present form, that commit's author date,
+which a rebase keeps). A test checks each against the git history: the rule's code (`rule_fingerprint`) is
+the same at that commit and at every later commit that touched it, and differs at the commit before. Changing
+a rule means recording the commit that changes it here, after which every verdict on earlier runs is post
+hoc."""
 
 
 # ---------------------------------------------------------------------------------------------- rule identity
