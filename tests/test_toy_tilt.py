@@ -137,6 +137,9 @@ def test_the_reproduction_row_is_the_papers_algorithm_and_the_extension_its_own_
     log.write_text("".join(json.dumps(r) + "\n" for r in lines))
     again = toy_tilt.sweep(args)
     assert again["runs"] == 3 and again["loops"]["target_mass_feedback"]["runs"] == 3
+    (rerun,) = again["reruns"]
+    assert (rerun["seed"], rerun["l1"]) == (0, [0.1, 0.1])
+    assert "β = 1, III preferred, seed 0: 0.100 then 0.100" in (tmp_path / "toy_tilt_sweep.md").read_text()
 
 
 def test_a_corrupt_run_log_fails_with_one_line_naming_it(tmp_path, capsys):

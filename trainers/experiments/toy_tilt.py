@@ -595,6 +595,26 @@ def _latest(records: list[dict], wanted: dict) -> list[dict]:
     return list({_cell(r): r for r in records if r["settings"] == wanted}.values())
 
 
+def _reruns(records: list[dict], current: dict) -> list[dict]:
+    """Cells of the current settings run more than once (`--rerun`): every L1 in log order (the last is the
+    one the tables use) and the commit of each run where it was recorded."""
+    by_cell: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r["settings"] == current:
+            by_cell.setdefault(_cell(r), []).append(r)
+    return [
+        {
+            "beta": runs[0]["beta"],
+            "preferred_quadrant": preferred_quadrant(runs[0]["preference"]),
+            "seed": runs[0]["seed"],
+            "l1": [r["l1"] for r in runs],
+            "commits": [r.get("git", {}).get("commit") for r in runs],
+        }
+        for runs in by_cell.values()
+        if len(runs) > 1
+    ]
+
+
 def _loop_summary(runs: list[dict]) -> dict:
     """Mean L1 over a sweep's runs and, at the paper's setting, each seed's run (L1, when it started, the
     commit it ran at; None for runs logged before those were recorded)."""
@@ -658,6 +678,7 @@ def summarize(records: list[dict], current: dict, base_preference, reachable: li
         "prior_floor_l1_mean": float(np.mean(floors)) if floors else None,
         "prior_floor_l1_max": float(np.max(floors)) if floors else None,
         "other_settings": _other_settings(records, current, mine, skip=(extension,)),
+        "reruns": _reruns(records, current),
         "coverage_mean": _mean_coverage(mine),
         "reachable": _reachable_summary(reachable, current, mine),
     }
@@ -719,6 +740,7 @@ def sweep_markdown(summary: dict) -> str:
         "",
         *_grid_table(summary["grid"]),
         *_runs_lines(summary),
+        *_reruns_lines(summary["reruns"]),
         "",
         "Settings: " + ", ".join(f"`{k}={v}`" for k, v in summary["settings"].items()) + ".",
         *_reachable_markdown(summary),
@@ -753,6 +775,27 @@ def _loops_table(loops: dict) -> list[str]:
     for name, fed, loop in rows[1:]:
         lines.append(f"| {name} | {fed} | {_paper_setting_text(loop)} | {_mean_text(loop)} |")
     return lines
+
+
+def _reruns_lines(reruns: list[dict]) -> list[str]:
+    """Cells run again (`--rerun`): the earlier L1 beside the one the tables use. A run need not repeat bit for
+    bit: the first reruns started from the same old policies (the same old masses and first samples) and still
+    ended apart, so the difference is part of the result."""
+    if not reruns:
+        return []
+    cells = "; ".join(
+        f"β = {r['beta']:g}, {r['preferred_quadrant']} preferred, seed {r['seed']}: "
+        + " then ".join(f"{v:.3f}" for v in r["l1"])
+        + f" (the last at {(r['commits'][-1] or 'an unrecorded commit')[:7]})"
+        for r in reruns
+    )
+    return [
+        "",
+        f"Cells run again, each L1 in the order run (the tables use the last): {cells}. The runs do not repeat "
+        "bit for bit: where the old policy and the first iteration's samples match, the updates' floating-point "
+        "rounding may still differ (an old policy freshly pretrained or loaded from the cache can compile to "
+        "different programs), and a small difference can grow over the iterations.",
+    ]
 
 
 def _mean_text(loop: dict) -> str:
