@@ -58,6 +58,7 @@ def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, 
     assert record["cost"]["wall_s"] > 0 and record["cost"]["peak_rss_mib"] > 50
     assert 0 < record["cost"]["trainer_wall_s"] <= record["cost"]["wall_s"]
     assert len(record["curve"]["env_steps"]) == 2 and len(record["step_clip_frac"]["value"]) == 2
+    assert len(record["sample_clip_frac"]["value"]) == 2  # App. C.2's count: samples with a clipped step
     summary = json.loads((tmp_path / "results" / "tiny.json").read_text())
     entry = summary["tasks"]["InvertedPendulum-v5"]["lambda=0"]
     finals = [r["final"]["mean"] for r in records]

@@ -43,7 +43,7 @@ def plot(summary: dict) -> bytes | None:
             if "step_clip_frac" in e:
                 x = np.asarray(e["step_clip_frac"]["env_steps"]) / 1e6
                 ax.plot(x, e["step_clip_frac"]["mean"], label=v, color=colors(variants.index(v) % 10), lw=1)
-        ax.set_title(f"step-clip fraction ({tasks[0]})")
+        ax.set_title(f"share of clipped generation steps ({tasks[0]})")
         ax.set_xlabel("env steps (M)")
         ax.grid(alpha=0.3)
     if finetune:
