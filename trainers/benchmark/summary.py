@@ -12,6 +12,7 @@ import numpy as np
 from ..registry import PROPOSED
 from . import stats
 from .ledger import hardware_label, shared_machine
+from .pretraining import uses_pretrained
 from .suites import SUITES
 
 
@@ -245,6 +246,48 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
     }
 
 
+def _demonstrator_steps(suite, task: str) -> int:
+    """The env steps the demonstrator's run took: its `demonstrator_steps` rounded up to whole iterations of
+    the suite's geometry, as its trainer rounds them."""
+    import importlib
+
+    from .._core.cli import parse
+
+    module = importlib.import_module(f"trainers.{suite.pretraining.demonstrator}")
+    argv = [
+        "--preset",
+        suite.preset,
+        "--env",
+        task,
+        "--total-steps",
+        str(suite.pretraining.demonstrator_steps),
+    ]
+    args = parse(module.Args, module.PRESETS, suite.preset, "", [*argv, *suite.args])
+    return args.num_iterations * args.rollout.steps_per_iteration
+
+
+def budget(suite, variant, task: str, own_steps: int) -> dict:
+    """A fine-tuning column's env steps with what came before its run counted: a column started from the clone
+    owes the demonstrator's run and the demonstrations (at most the episodes times the task's time limit), the
+    continued demonstrator's own run holds the demonstrator's steps already, a column from scratch owes
+    nothing."""
+    import gymnasium
+
+    spec = suite.pretraining
+    if uses_pretrained(variant.args):
+        before = _demonstrator_steps(suite, task) + spec.episodes * gymnasium.spec(task).max_episode_steps
+        starts = "the clone"
+    elif variant.method == spec.demonstrator:
+        before, starts = (
+            0,
+            f"nothing: the demonstrator's run continued ({spec.demonstrator_steps:,} steps of it)",
+        )
+    else:
+        before, starts = 0, "scratch"
+    return {"starts_from": starts, "own_env_steps": own_steps, "before_at_most": before,
+            "total_at_most": own_steps + before}  # fmt: skip
+
+
 def summarize(suite_name: str, records: list[dict], probes: dict[str, dict] | None = None) -> dict:
     """The `<suite>.json` summary (schema in hub_cards/results/README.md); `probes` are the exploration
     probe's entries by env (`PROBE_FILE`), kept for the tasks the suite ran."""
@@ -267,6 +310,8 @@ def summarize(suite_name: str, records: list[dict], probes: dict[str, dict] | No
         for variant in sorted(by_variant, key=lambda v: order.get(v, len(order))):
             entry = _entry(sorted(by_variant[variant], key=lambda r: r["seed"]))
             entry["reference"] = variant in order and suite.variant(variant).reference
+            if suite.pretraining is not None and variant in order:
+                entry["budget"] = budget(suite, suite.variant(variant), task, entry["env_steps"])
             if suite.kind == "ablation" and entry["curve_stochastic"]["last_per_seed"]:
                 entry["ode_vs_sde"] = stats.compare(
                     entry["curve"]["last_per_seed"], entry["curve_stochastic"]["last_per_seed"]
