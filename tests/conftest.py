@@ -65,6 +65,7 @@ def tiny_policy(tiny_spec):
 
 
 LONGEST_FILES_FIRST = (
+    "test_slurm.py",
     "test_seed_group.py",
     "test_readme.py",
     "test_trainer.py",
@@ -89,7 +90,8 @@ summed `--durations=0`, which starts test_readme.py and test_contract.py togethe
 `-n 2 --dist loadfile` each file runs whole on one of the two workers, and xdist hands the files out in
 queue order as workers free up; by default it queues the files with the most tests first, and the longest
 files here have few tests, so they started last and one worker sat idle for minutes at the end. Queued
-longest first, the short files fill in around them."""
+longest first, the short files fill in around them. test_slurm.py leads: most of its minutes are Slurm jobs
+sleeping through a time limit or waiting to be requeued, which leaves the CPU to the other worker."""
 
 
 def pytest_configure(config):

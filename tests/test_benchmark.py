@@ -1,6 +1,7 @@
 """The benchmark runner and the ledger-generated summaries: a real (tiny) suite run, skipping and resume
 rules, the aggregation arithmetic, and that the committed summaries match the committed ledgers."""
 
+import concurrent.futures
 import dataclasses
 import json
 import re
@@ -58,6 +59,7 @@ def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, 
     assert record["cost"]["wall_s"] > 0 and record["cost"]["peak_rss_mib"] > 50
     assert 0 < record["cost"]["trainer_wall_s"] <= record["cost"]["wall_s"]
     assert len(record["curve"]["env_steps"]) == 2 and len(record["step_clip_frac"]["value"]) == 2
+    assert len(record["sample_clip_frac"]["value"]) == 2  # App. C.2's count: samples with a clipped step
     summary = json.loads((tmp_path / "results" / "tiny.json").read_text())
     entry = summary["tasks"]["InvertedPendulum-v5"]["lambda=0"]
     finals = [r["final"]["mean"] for r in records]
@@ -97,7 +99,7 @@ def test_a_run_that_diverged_is_recorded_with_its_last_return_and_a_crash_is_not
             (directory / DIVERGED_FILE).write_text(json.dumps(stop))
         raise RuntimeError("exit code 1")
 
-    monkeypatch.setattr(benchmark, "_train", fake_train)
+    monkeypatch.setattr(benchmark, "run_trainer", fake_train)
     assert benchmark.run_suite(args) == 1  # seed 1 crashed: a failure, and no ledger line
     (record,) = benchmark.read_ledger(results / "tiny.runs.jsonl")
     assert record["seed"] == 0 and record["diverged"]["iteration"] == 3
@@ -174,7 +176,7 @@ def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp
     cmd = benchmark.command(tiny_suite, "InvertedPendulum-v5", variant, 0, tmp_path / "elsewhere", False)
     other = {**_record("gsb_mdpo", 0, 7.0, [7.0]), "suite": "other", "command": " ".join(cmd[1:])}
     benchmark.append_ledger(results / "other.runs.jsonl", other)
-    monkeypatch.setattr(benchmark, "_train", lambda *a: pytest.fail("a finished run was trained again"))
+    monkeypatch.setattr(benchmark, "run_trainer", lambda *a: pytest.fail("a finished run was trained again"))
     assert benchmark.run_suite(args) == 0
     (record,) = benchmark.read_ledger(results / "tiny.runs.jsonl")
     assert record["reused_from"] == "other" and record["suite"] == "tiny" and record["final"]["mean"] == 7.0
@@ -202,6 +204,23 @@ def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp
         (["--suite", "tiny", "--runs-dir", "FILE"], "--runs-dir .* is a file, not a folder"),
         (["--suite", "tiny", "--results-dir", "FILE"], "--results-dir .* is a file, not a folder"),
         (["--suite", "tiny", "--results-dir", "BADLEDGER"], "tiny.runs.jsonl line 1 is not valid JSON"),
+        (["--suite", "tiny", "--executor", "slurm", "--slurm.time", "90"], "--slurm.time must be HH:MM:SS"),
+        (["--suite", "tiny", "--executor", "slurm", "--slurm.time", "00:00:00"], "at least 00:01:00"),
+        (["--suite", "tiny", "--executor", "slurm", "--slurm.extra", "account"], "takes KEY=VALUE pairs"),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.extra", "time=2:00:00"],
+            "time: the runner sets it",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.cpus-per-job", "0"],
+            "cpus-per-job must be at least 1",
+        ),
+        (["--suite", "tiny", "--executor", "slurm", "--slurm.poll-s", "0"], "--slurm.poll-s must be > 0"),
+        (["--suite", "tiny", "--executor", "slurm", "--jobs", "2"], "--jobs is the local executor's"),
+        (["--suite", "tiny", "--slurm.partition", "gpu"], r"--slurm\.\* needs --executor slurm"),
+        (["--suite", "tiny", "--wait"], "--wait needs --executor slurm"),
+        (["--suite", "tiny", "--status"], "--status only looks; drop --dry-run"),
+        (["--suite", "tiny", "--executor", "cluster"], "cluster"),
     ],
 )
 def test_bad_runner_arguments_are_one_line_usage_errors(tiny_suite, tmp_path, capsys, argv, message):
@@ -218,6 +237,36 @@ def test_bad_runner_arguments_are_one_line_usage_errors(tiny_suite, tmp_path, ca
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
 
 
+def test_submitting_where_there_is_no_slurm_is_one_line_and_trains_nothing(
+    tiny_suite, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no srun
+    monkeypatch.setattr(benchmark, "run_trainer", lambda *a: pytest.fail("a run trained locally"))
+    argv = ["--suite", "tiny", "--executor", "slurm", "--runs-dir", str(tmp_path / "runs"), "--results-dir",
+            str(tmp_path / "results")]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("error: --executor slurm needs Slurm's sbatch and srun on PATH")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+
+
+def test_runners_merging_at_once_add_each_run_to_the_ledger_exactly_once(tmp_path):
+    # Slurm jobs leave their runs' lines in the run folders, and whichever runner looks merges them (a --wait, a
+    # --status, a second submission), maybe several at once: under the ledger's lock each run goes in once. flock
+    # locks belong to each open of the lock file, so threads contend for it as processes do.
+    records = [_record("gsb_mdpo", seed, float(seed), [1.0]) for seed in range(12)]
+    ledger = tmp_path / "tiny.runs.jsonl"
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        added = list(
+            pool.map(lambda start: benchmark.append_ledger(ledger, *records[start:]), [0, 3, 6, 9] * 4)
+        )
+    assert sorted(r["seed"] for r in benchmark.read_ledger(ledger)) == list(range(12))
+    assert sorted(r["seed"] for batch in added for r in batch) == list(range(12))
+    assert benchmark.append_ledger(ledger, records[0]) == []  # a run already in it is not added again
+
+
 def test_by_default_a_suite_runs_outside_the_source_tree_and_is_compared_with_the_committed_one(
     tiny_suite, tmp_path, monkeypatch, capsys
 ):
@@ -230,7 +279,7 @@ def test_by_default_a_suite_runs_outside_the_source_tree_and_is_compared_with_th
     )
     other = {**_record("gsb_mdpo", 0, 7.0, [7.0]), "suite": "other", "command": " ".join(cmd[1:])}
     benchmark.append_ledger(runs / "other" / "other.runs.jsonl", other)
-    monkeypatch.setattr(benchmark, "_train", lambda *a: pytest.fail("a finished run was trained again"))
+    monkeypatch.setattr(benchmark, "run_trainer", lambda *a: pytest.fail("a finished run was trained again"))
     committed = tmp_path / "committed"
     committed.mkdir()
     (committed / "tiny.json").write_text(json.dumps({"tasks": {"InvertedPendulum-v5": {"gsb_mdpo": {
@@ -266,13 +315,13 @@ def test_summary_arithmetic(tiny_suite):
                _record("lambda=0", 0, 5.0, [0.0, 1.0, 5.0], cost=20.0)]  # fmt: skip
     summary = summarize("tiny", records)
     entry = summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]
-    assert entry["final_mean"] == 15.0 and entry["final_std"] == 5.0  # population std across seeds
+    assert entry["final_mean"] == 15.0 and entry["final_std"] == 7.071  # sample std across seeds (ddof = 1)
     # Only evaluation points every seed reached enter the curve.
-    assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.0, 1.0],
+    assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.414, 1.414],
                               "last_per_seed": [2.0, 4.0]}  # fmt: skip
     assert list(summary["tasks"]["InvertedPendulum-v5"]) == ["gsb_mdpo", "lambda=0"]  # suite order
     table = report.markdown(summary)
-    assert "**15.0 ± 5.0 (2)**" in table and "5.0 (1 seed)" in table and "± 0.0" not in table
+    assert "**15.0 ± 7.1 (2)**" in table and "5.0 (1 seed)" in table and "± 0.0" not in table
     assert "Hardware: x, 2 cores, GPU none." in table
     assert "minutes end to end (on the hardware above): gsb_mdpo 0.2, lambda=0 0.3." in table
     # A suite that ran on two machines gives each machine's fastest runs, never one mixed minimum.
@@ -507,6 +556,8 @@ def test_a_verdict_carries_the_rank_test_that_says_how_much_a_few_seeds_can_show
     assert stats.rank_test_p(range(5, 10), range(5)) == pytest.approx(2 / 252)
     assert stats.compare([4.0, 5.0, 6.0], [1.0, 2.0, 3.0])["rank_p"] == 0.1
     assert stats.compare([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])["rank_p"] == 1.0  # ties
+    # Ties are counted exactly (midranks over every split), not by a normal approximation.
+    assert stats.rank_test_p([0.0, 899.0, 903.0], [0.0, 0.0, 0.0]) == pytest.approx(0.4)
     assert stats.compare([1.0], [1.0, 2.0, 3.0])["rank_p"] is None
 
 

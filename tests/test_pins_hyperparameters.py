@@ -38,6 +38,7 @@ def test_playground_preset_is_table_1s_gsb_mdpo_column():
         "critic_lr": 1e-3,
         "actor_cosine_decay": False,
         "critic_cosine_decay": False,
+        "cosine_decay_steps": None,  # a decay, where on, spans the run
         "max_grad_norm": None,  # the table gives no gradient clip for Playground
         "value_coef": 0.1,
     }
@@ -66,6 +67,7 @@ def test_gym_preset_is_table_2s_gsb_mdpo_column():
         "critic_lr": 1e-3,
         "actor_cosine_decay": True,  # the text under Table 2: a cosine decay to zero
         "critic_cosine_decay": False,
+        "cosine_decay_steps": None,  # a decay, where on, spans the run
         "max_grad_norm": 1.0,
         "value_coef": 1.0,
     }
@@ -112,6 +114,7 @@ BASELINES = {
     ("gaussian_ppo", "playground"): {
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 0.25},
         # MLP 4 x 32, clip 0.1, entropy 0; state-dependent std, tanh squash and silu: ours (Brax PPO's).
         "algo": {"clip": 0.1, "entropy_coef": 0.0, "width": 32, "depth": 4, "activation": "silu", "std": "state",
@@ -120,6 +123,7 @@ BASELINES = {
     ("gaussian_ppo", "gym"): {
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-4, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         "algo": {"clip": 0.2, "entropy_coef": 0.0, "width": 256, "depth": 3, "activation": "elu", "std": "param",
                  "squash": "clip", "init_log_std": 0.0, "min_std": 0.001},
@@ -131,6 +135,7 @@ BASELINES = {
                    "sigma_max": 0.05 / 0.1**0.5, "sigma_min": 0.5, "squash": "tanh"},
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 0.25},
         "algo": {"clip": 0.2, "log_prob_reduction": "sum", "log_prob_clamp": None, "log_prob_clamp_per_dim": False,
                  "denoise_gamma": 1.0, "noise_clip": None, "time_reversed": True, "ddpm": False},
@@ -142,6 +147,7 @@ BASELINES = {
                    "sigma_min": 0.1, "squash": "clip"},
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-3, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         # Official DPPO: each dimension's log-density clamped to [-5, 2], then averaged; gamma_denoise 0.99.
         "algo": {"clip": 0.2, "log_prob_reduction": "mean", "log_prob_clamp": (-5.0, 2.0),
@@ -154,6 +160,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "tanh"},
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 0.25},
         "algo": {"num_samples": 8, "clip": 0.05, "additive_noise": 0.0, "positive_advantages_only": False,
                  "time_reversed": True, "clip_iterates": False},
@@ -164,6 +171,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "clip"},
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-4, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         # The FPO paper's surrogate: both advantage signs (FlowRL's positive-only form is a suite variant).
         "algo": {"num_samples": 8, "clip": 0.05, "additive_noise": 0.1, "positive_advantages_only": False,
@@ -176,6 +184,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "tanh"},
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 0.25},
         "algo": {"num_samples": 8, "clip": 0.05, "trust_region": "aspo", "loss_reduction": "sqrt", "time_beta": 1.0,
                  "loss_clamp": 20.0, "negative_advantage_loss_clamp": 20.0, "log_ratio_clamp": 10.0,
@@ -190,6 +199,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "clip"},
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-4, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         "algo": {"num_samples": 16, "clip": 0.05, "trust_region": "aspo", "loss_reduction": "sqrt", "time_beta": 1.0,
                  "loss_clamp": 20.0, "negative_advantage_loss_clamp": 20.0, "log_ratio_clamp": 10.0,
@@ -202,6 +212,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "tanh"},
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 1.0},
         "algo": {"clip": 0.2, "flow_mix": 0.9, "compress_coef": 0.01, "entropy_coef": 0.0},
     },
@@ -211,6 +222,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "clip"},
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-3, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         "algo": {"clip": 0.2, "flow_mix": 0.9, "compress_coef": 0.01, "entropy_coef": 0.0},
     },

@@ -59,6 +59,9 @@ def test_step_clip_bounds_each_steps_log_ratio(tiny_policy, fresh):
     loss, metrics = gsb_loss(tiny_policy, obs, with_step_offsets(extras, one_big_step), step_clip=0.1)
     assert loss == pytest.approx(-math.exp(0.1) * float(ADVANTAGES.mean()), rel=1e-5)
     assert float(metrics["step_clip_frac"]) == pytest.approx(1 / n)
+    assert (
+        float(metrics["sample_clip_frac"]) == 1.0
+    )  # every sample has its one clipped step (App. C.2's count)
     assert float(metrics["path_clip_frac"]) == 0.0
     loss, _ = gsb_loss(tiny_policy, obs, with_step_offsets(extras, -one_big_step), step_clip=0.2)
     assert loss == pytest.approx(-math.exp(-0.2) * float(ADVANTAGES.mean()), rel=1e-5)

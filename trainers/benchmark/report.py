@@ -56,6 +56,7 @@ def markdown(summary: dict) -> str:
         ablation_rows=_ablation_rows(summary),
         clips=[
             f"{task} {_clip_text(e)}"
+            + (f", samples {_clip_text(e, 'sample_clip_frac')}" if "sample_clip_frac" in e else "")
             for task, entries in summary["tasks"].items()
             if (e := entries.get(PROPOSED)) and "step_clip_frac" in e
         ],
@@ -116,8 +117,8 @@ def _comparison_cell(entries: dict, e: dict) -> str:
     return (f"vs {c['over']}: " if c["of"] != PROPOSED else "") + comparison_text(c)
 
 
-def _clip_text(entry: dict) -> str:
-    clip = entry.get("step_clip_frac")
+def _clip_text(entry: dict, key: str = "step_clip_frac") -> str:
+    clip = entry.get(key)
     return f"{clip['mean_over_training']:.3f} ({clip['peak']:.3f})" if clip else "-"
 
 
@@ -242,7 +243,14 @@ def _finetune(summary: dict) -> dict:
         (task, [_verdict_words(v, e["comparison"]) for v, e in entries.items() if e.get("comparison")])
         for task, entries in summary["tasks"].items()
     ]
-    return {"rows": rows, "verdicts": verdicts}
+    budgets = [
+        f"| {task} | {v} | {b['starts_from']} | {b['own_env_steps']:,} | {b['before_at_most']:,} | "
+        f"{b['total_at_most']:,} |"
+        for task, entries in summary["tasks"].items()
+        for v, e in entries.items()
+        if (b := e.get("budget"))
+    ]
+    return {"rows": rows, "verdicts": verdicts, "budgets": budgets}
 
 
 def _verdict_words(column: str, c: dict) -> str:
@@ -263,7 +271,7 @@ def _ablation_rows(summary: dict) -> list[str]:
             ode = comparison_text(e["ode_vs_sde"]) if "ode_vs_sde" in e else "-"
             rows.append(
                 f"| {task} | {v} | {_fmt(det[-1] if det else None)} | {_fmt(sto[-1] if sto else None)} | "
-                f"{ode} | {_clip_text(e)} |"
+                f"{ode} | {_clip_text(e)} | {_clip_text(e, 'sample_clip_frac')} |"
             )
     return rows
 

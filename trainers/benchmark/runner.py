@@ -13,20 +13,27 @@ the command compares the new runs with the committed results; `--publish` adds t
 results in hub_cards/results instead. Finished runs are skipped; with `--resume` an interrupted run
 continues from its checkpoint. Ctrl-C or a crash loses at most the run in progress, which `--resume` then
 continues.
+
+`--executor slurm` sends the runs to do to a Slurm cluster instead, as one job array (`slurm_suite`): each job
+runs the same trainer command in the same run folder and leaves the run's ledger line there, which the runner
+adds to the ledger whenever it runs (`--wait` as the jobs end; `--status` shows each run's state).
 """
 
 import concurrent.futures
 import dataclasses
+import fcntl
 import itertools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 from gsbpolicy._cli import CommandError, check_writable_folder, run_command
 from gsbpolicy._files import atomic_write_text, open_no_follow
@@ -38,6 +45,7 @@ from .._core.runlog import read_jsonl as read_ledger
 from . import pretraining
 from .aggregate import RESULTS_DIR as COMMITTED
 from .compare import write_comparison
+from .slurm import SlurmArgs
 from .suites import SUITES, Suite, Variant, available_methods
 
 
@@ -76,6 +84,17 @@ class BenchArgs:
     vmapped over seeds, compiled once). Each seed still gets its own run folder and ledger line; the group's
     wall-clock is shared equally among its seeds (`cost.group_wall_s` keeps the whole). Gymnasium tasks and
     SB3 PPO run one seed per process as before."""
+    executor: Literal["local", "slurm"] = "local"
+    """Where the runs train: "local", on this machine (--jobs at a time), or "slurm", as one Slurm job array
+    submitted through submitit (--slurm.*), each job the same trainer command in the same run folder."""
+    slurm: SlurmArgs = SlurmArgs()
+    """Options of --executor slurm."""
+    wait: bool = False
+    """With --executor slurm: after submitting, wait until the suite's jobs have ended, adding each run to
+    the ledger as its job ends, then compare and report as a local run does (exit 1 if a job failed)."""
+    status: bool = False
+    """Show where each run of the suite is (done, running, pending, failed, interrupted, not started) from
+    the ledger, the run folders and Slurm, after adding the runs that Slurm jobs finished; submits nothing."""
 
 
 # ---------------------------------------------------------------------------------------------- ledger
@@ -83,11 +102,32 @@ def ledger_path(results_dir: Path, suite: str) -> Path:
     return results_dir / f"{suite}.runs.jsonl"
 
 
-def append_ledger(path: Path, record: dict) -> None:
-    """Rewrite the ledger with one more line, atomically (a crash leaves the old or the new file)."""
+def record_json(record: dict) -> str:
+    return json.dumps(record, sort_keys=True)
+
+
+def append_ledger(path: Path, *records: dict) -> list[dict]:
+    """Add the records whose run the ledger does not hold yet; returns those added. The ledger is rewritten
+    atomically (a crash leaves the old or the new file) under an exclusive lock on `<ledger>.lock`, so that
+    runners merging at the same time (a --wait and a --status, say) add each run exactly once."""
+    if not records:
+        return []
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = (path.read_text() if path.exists() else "") + json.dumps(record, sort_keys=True) + "\n"
-    atomic_write_text(path, text)
+    fd = open_no_follow(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held = {run_key(r) for r in read_ledger(path)}
+        added = []
+        for record in records:
+            if run_key(record) not in held:
+                held.add(run_key(record))
+                added.append(record)
+        if added:
+            text = (path.read_text() if path.exists() else "") + "".join(record_json(r) + "\n" for r in added)
+            atomic_write_text(path, text)
+        return added
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def run_key(record: dict) -> tuple[str, str, int]:
@@ -142,6 +182,11 @@ def slug(name: str) -> str:
 
 def run_dir(args: BenchArgs, suite: Suite, task: str, variant: Variant, seed: int) -> Path:
     return args.runs_dir / suite.name / task / slug(variant.name) / f"seed_{seed}"
+
+
+def finished(directory: Path) -> bool:
+    """The run's trainer finished (its policy folder's results.json is written last)."""
+    return (directory / "policy" / "results.json").exists()
 
 
 def command(suite: Suite, task: str, variant: Variant, seed: int, directory: Path, resume: bool) -> list[str]:
@@ -307,8 +352,11 @@ folds it into `bench_cost.json`."""
 PROGRESS_EVERY_S = 30.0
 
 
-def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> dict:
-    """Run one trainer; returns its wall-clock and memory. Output goes to <run>/train.log."""
+def execute(
+    cmd: list[str], directory: Path, sample_interval: float = 0.25, ignored_signals: tuple = ()
+) -> dict:
+    """Run one trainer; returns its wall-clock and memory. Output goes to <run>/train.log. The trainer ignores
+    `ignored_signals` (a Slurm job's time-limit signal, which reaches every process of the job, is the job's)."""
     directory.mkdir(parents=True, exist_ok=True)
     _fold_interrupted_attempt(directory)
     # Device memory is measured, so XLA must not preallocate most of the GPU up front.
@@ -318,7 +366,13 @@ def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> d
     with os.fdopen(
         open_no_follow(directory / "train.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a"
     ) as log:
-        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=_ignoring(ignored_signals) if ignored_signals else None,
+        )
         sampler = MemorySampler(process.pid, sample_interval)
         try:
             while True:
@@ -338,6 +392,17 @@ def execute(cmd: list[str], directory: Path, sample_interval: float = 0.25) -> d
             f"exit code {code}: {' '.join(cmd)}\n--- {directory / 'train.log'} (tail) ---\n{tail}"
         )
     return {"wall_s": time.perf_counter() - start, **memory}
+
+
+def _ignoring(signals: tuple):
+    """A child-side hook setting `signals` to SIG_IGN, which survives exec (only for a single-threaded parent:
+    a Slurm job)."""
+
+    def ignore():
+        for number in signals:
+            signal.signal(number, signal.SIG_IGN)
+
+    return ignore
 
 
 def _fold_interrupted_attempt(directory: Path) -> None:
@@ -411,6 +476,7 @@ def collect_record(
         "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
         "curve": curve,
         "step_clip_frac": _train_curve(trains, "train/step_clip_frac"),
+        "sample_clip_frac": _train_curve(trains, "train/sample_clip_frac"),
         "path_kl_init": _train_curve(trains, "train/path_kl_init"),
         "cost": cost,
         "concurrent_runs": jobs,
@@ -478,6 +544,18 @@ def _check_options(args: BenchArgs) -> Path:
         raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
     if not args.sample_interval > 0:
         raise CommandError(f"--sample-interval must be > 0 seconds, got {args.sample_interval}")
+    if args.executor == "slurm":
+        args.slurm.check()
+        if args.jobs != 1:
+            raise CommandError(
+                "--jobs is the local executor's; on Slurm, --slurm.array-parallelism jobs run at once"
+            )
+    elif args.slurm != SlurmArgs() or args.wait:
+        raise CommandError(
+            f"--{'wait' if args.wait else 'slurm.*'} needs --executor slurm (a local suite runs to its end)"
+        )
+    if args.status and (args.wait or args.dry_run):
+        raise CommandError(f"--status only looks; drop --{'wait' if args.wait else 'dry-run'}")
     results_dir = results_folder(args)
     check_writable_folder(args.runs_dir, f"--runs-dir {args.runs_dir}")
     check_writable_folder(results_dir, f"--results-dir {results_dir}")
@@ -498,15 +576,58 @@ def _commands(args: BenchArgs, suite: Suite, todo: list, ledger: Path, results_d
                 record = {**same[1], "suite": suite.name, "variant": variant.name, "reused_from": same[0]}
                 append_ledger(ledger, record)
             continue
-        finished = (directory / "policy" / "results.json").exists()
+        done = finished(directory)
         # The trainer's own test, so a run killed before its first metrics line (run.json alone) is resumed.
         started = holds_started_run(directory)
-        if started and not finished and not args.resume:
+        if started and not done and not args.resume:
             raise CommandError(f"{directory} holds an interrupted run; pass --resume to continue it")
-        cmd = command(suite, task, variant, seed, directory, resume=started and not finished)
+        cmd = command(suite, task, variant, seed, directory, resume=started and not done)
         print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: {' '.join(cmd[1:])}", flush=True)
-        commands.append((task, variant, seed, directory, None if finished else cmd))
+        commands.append((task, variant, seed, directory, None if done else cmd))
     return commands
+
+
+def jobs_of(args: BenchArgs, suite: Suite, commands: list[tuple]) -> list[tuple]:
+    """`_commands`' runs as processes to start: (task, variant, seeds, run folders, command or None), the
+    seeds of a task x variant in one process with --group-seeds (`group_runs`)."""
+    if args.group_seeds:
+        return group_runs(suite, commands)
+    return [(task, variant, [seed], [directory], cmd) for task, variant, seed, directory, cmd in commands]
+
+
+def job_outcome(
+    suite: Suite,
+    task: str,
+    variant: Variant,
+    seeds,
+    folders,
+    error: RuntimeError | None,
+    concurrent_runs: int,
+) -> tuple[list[dict], list[tuple[int, str]]]:
+    """After a trainer process ended (`error`: how it failed, None if it did not): the ledger lines of its runs
+    that ended, and (seed, reason) for those that failed. A run that diverged ended: its stop is a result of
+    its method too (`collect_record`)."""
+    records, failed = [], []
+    for seed, directory in zip(seeds, folders, strict=True):
+        if error is not None and not (directory / DIVERGED_FILE).exists():
+            failed.append((seed, str(error)))
+            continue
+        if error is not None:
+            _fold_interrupted_attempt(directory)
+        try:
+            records.append(collect_record(suite, task, variant, seed, directory, concurrent_runs))
+        except RuntimeError as err:
+            failed.append((seed, str(err)))
+    return records, failed
+
+
+def report_record(record: dict) -> None:
+    stop = f" (diverged in iteration {record['diverged']['iteration']})" if "diverged" in record else ""
+    print(
+        f"    {record['task']} {record['variant']} seed {record['seed']}: final return "
+        f"{record['final']['mean']:.1f}{stop}, {record['cost']['wall_s']:.0f} s",
+        flush=True,
+    )
 
 
 def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path, results_dir: Path) -> list:
@@ -514,52 +635,34 @@ def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path,
 
     Only this thread writes the ledger and the summaries, in the order runs finish, so concurrent runs never
     race on a file."""
-    jobs = (
-        group_runs(suite, commands)
-        if args.group_seeds
-        else [(task, variant, [seed], [directory], cmd) for task, variant, seed, directory, cmd in commands]
-    )
     failures = []
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
     try:
         futures = {
-            pool.submit(_train, cmd, folders, args.sample_interval): (task, variant, seeds, folders)
-            for task, variant, seeds, folders, cmd in jobs
+            pool.submit(run_trainer, cmd, folders, args.sample_interval): (task, variant, seeds, folders)
+            for task, variant, seeds, folders, cmd in jobs_of(args, suite, commands)
         }
         for future in concurrent.futures.as_completed(futures):
             task, variant, seeds, folders = futures[future]
-            ended = list(zip(seeds, folders, strict=True))
+            error = None
             try:
                 future.result()
             except RuntimeError as err:
-                ended = [(seed, d) for seed, d in ended if (d / DIVERGED_FILE).exists()]
-                print(f"{'DIVERGED (recorded)' if ended else 'FAILED'} {err}", file=sys.stderr, flush=True)
-                failures.extend(
-                    (task, variant.name, seed)
-                    for seed, d in zip(seeds, folders, strict=True)
-                    if (seed, d) not in ended
-                )
-                for _, directory in ended:
-                    _fold_interrupted_attempt(directory)
-            for seed, directory in ended:
-                try:
-                    record = collect_record(suite, task, variant, seed, directory, args.jobs)
-                except RuntimeError as err:
-                    print(f"FAILED {err}", file=sys.stderr, flush=True)
-                    failures.append((task, variant.name, seed))
-                    continue
-                append_ledger(ledger, record)
-                stop = (
-                    f" (diverged in iteration {record['diverged']['iteration']})"
-                    if "diverged" in record
-                    else ""
-                )
+                error = err
+            records, failed = job_outcome(suite, task, variant, seeds, folders, error, args.jobs)
+            if error is not None:
                 print(
-                    f"    {task} {variant.name} seed {seed}: final return {record['final']['mean']:.1f}{stop}, "
-                    f"{record['cost']['wall_s']:.0f} s",
-                    flush=True,
+                    f"{'DIVERGED (recorded)' if records else 'FAILED'} {error}", file=sys.stderr, flush=True
                 )
-            if ended:
+            for _, reason in failed:
+                # Said above unless it is not the trainer's failure (a run that stopped before any evaluation).
+                if reason != str(error):
+                    print(f"FAILED {reason}", file=sys.stderr, flush=True)
+            failures.extend((task, variant.name, seed) for seed, _ in failed)
+            for record in records:
+                append_ledger(ledger, record)
+                report_record(record)
+            if records:
                 _aggregate(suite.name, results_dir)
     finally:
         # Ctrl-C must not start the queued runs (the running ones get the same SIGINT).
@@ -568,11 +671,21 @@ def _run_all(args: BenchArgs, suite: Suite, commands: list[tuple], ledger: Path,
 
 
 def run_suite(args: BenchArgs) -> int:
+    from . import slurm_suite
+
     results_dir = _check_options(args)
     suite = SUITES[args.suite]
     ledger = ledger_path(results_dir, suite.name)
+    planned = plan(args, suite)
+    # What Slurm jobs finished since the runner last looked goes into the ledger first, whatever is asked.
+    if not args.dry_run and slurm_suite.merge_job_records(args, suite, planned, ledger):
+        _aggregate(suite.name, results_dir)
+    if args.status:
+        return slurm_suite.print_status(args, suite, planned, ledger)
     done = {run_key(r) for r in read_ledger(ledger)}
-    todo = [run for run in plan(args, suite) if (run[0], run[1].name, run[2]) not in done]
+    todo = [run for run in planned if (run[0], run[1].name, run[2]) not in done]
+    if args.executor == "slurm":
+        todo = slurm_suite.skip_queued(args, suite, todo)
     print(f"suite {suite.name}: {len(todo)} runs to do, results in {results_dir} ({suite.budget_note})")
     commands = _commands(args, suite, todo, ledger, results_dir)
     if args.dry_run:
@@ -580,11 +693,22 @@ def run_suite(args: BenchArgs) -> int:
             for task, variant, seeds, _, cmd in group_runs(suite, commands):
                 if cmd is not None and len(seeds) > 1:
                     print(f"grouped: {task} {variant.name} seeds {seeds}: {' '.join(cmd[1:])}")
+        if args.executor == "slurm":
+            jobs = sum(cmd is not None for *_, cmd in jobs_of(args, suite, commands))
+            print(f"would submit {jobs} jobs to Slurm as one array")
         return 0
     if len(commands) < len(todo):
         _aggregate(suite.name, results_dir)
     _prepare(suite, commands)
-    failures = _run_all(args, suite, commands, ledger, results_dir)
+    if args.executor == "local":
+        failures = _run_all(args, suite, commands, ledger, results_dir)
+    else:
+        slurm_suite.submit_runs(args, suite, commands, ledger)
+        if not args.wait:
+            return 0
+        failures = slurm_suite.wait_for_jobs(
+            args, suite, planned, ledger, lambda: _aggregate(suite.name, results_dir)
+        )
     if results_dir.resolve() != COMMITTED.resolve() and (results_dir / f"{suite.name}.json").exists():
         print(write_comparison(suite.name, results_dir))
     if failures:
@@ -600,16 +724,18 @@ def _prepare(suite: Suite, commands: list[tuple]) -> None:
             pretraining.prepare(suite, task, seed, directory)
 
 
-def _train(cmd: list[str] | None, folders: list[Path], sample_interval: float) -> None:
+def run_trainer(
+    cmd: list[str] | None, folders: list[Path], sample_interval: float, ignored_signals: tuple = ()
+) -> None:
     """Run one trainer process to the end (nothing to do for a run that finished before its ledger line was
     written). A seed group's process logs into its folders' parent, and each seed is charged an equal share
     of its wall-clock (`group_wall_s` and `group_size` keep the whole)."""
     if cmd is None:
         return
     if len(folders) == 1 and "--seeds" not in cmd:
-        _accumulate_cost(folders[0], execute(cmd, folders[0], sample_interval))
+        _accumulate_cost(folders[0], execute(cmd, folders[0], sample_interval, ignored_signals))
         return
-    cost = execute(cmd, folders[0].parent, sample_interval)
+    cost = execute(cmd, folders[0].parent, sample_interval, ignored_signals)
     # Simplification: an interrupted group attempt's time (its progress file in the parent) is not charged
     # to the seeds; each seed's trainer clock (`trainer_wall_s`) still bounds its cost from below.
     (folders[0].parent / ATTEMPT_FILE).unlink(missing_ok=True)
@@ -641,7 +767,15 @@ def _aggregate(suite: str, results_dir: Path) -> None:
 def main(argv=None) -> None:
     args = tyro_cli(BenchArgs, args=argv, description=__doc__, prog="python -m trainers.benchmark")
     # A corrupt ledger line (ValueError from read_ledger) is bad input too: one line, exit 2.
-    sys.exit(run_command(lambda: run_suite(args), usage_errors=(ValueError,)))
+    # Ctrl-C stops this runner only: the jobs it submitted go on.
+    options = {"kept": "the submitted Slurm jobs go on (--status shows them, --wait waits again)"}
+    sys.exit(
+        run_command(
+            lambda: run_suite(args),
+            usage_errors=(ValueError,),
+            **(options if args.executor == "slurm" else {}),
+        )
+    )
 
 
 if __name__ == "__main__":
