@@ -1,7 +1,7 @@
 """Baseline rows for a card, read from the committed benchmark summaries hub_cards/results/<suite>.json.
 
 The summaries are written by `python -m trainers.benchmark.aggregate` (schema: suite, budget_env_steps,
-eval_protocol, tasks -> env id -> variant -> method / final_mean / final_std (population std across
+eval_protocol, tasks -> env id -> variant -> method / final_mean / final_std (sample std, ddof = 1, across
 seeds) / seeds / env_steps ...; a variant is a method, or a method with extra arguments). A JSON file
 there without a "suite" key is not a summary and is passed over; a malformed summary is an error naming
 the file. The algorithms' display names come from `algorithms.json` there, written by the same command from

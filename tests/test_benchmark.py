@@ -59,6 +59,7 @@ def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, 
     assert record["cost"]["wall_s"] > 0 and record["cost"]["peak_rss_mib"] > 50
     assert 0 < record["cost"]["trainer_wall_s"] <= record["cost"]["wall_s"]
     assert len(record["curve"]["env_steps"]) == 2 and len(record["step_clip_frac"]["value"]) == 2
+    assert len(record["sample_clip_frac"]["value"]) == 2  # App. C.2's count: samples with a clipped step
     summary = json.loads((tmp_path / "results" / "tiny.json").read_text())
     entry = summary["tasks"]["InvertedPendulum-v5"]["lambda=0"]
     finals = [r["final"]["mean"] for r in records]
@@ -314,13 +315,13 @@ def test_summary_arithmetic(tiny_suite):
                _record("lambda=0", 0, 5.0, [0.0, 1.0, 5.0], cost=20.0)]  # fmt: skip
     summary = summarize("tiny", records)
     entry = summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]
-    assert entry["final_mean"] == 15.0 and entry["final_std"] == 5.0  # population std across seeds
+    assert entry["final_mean"] == 15.0 and entry["final_std"] == 7.071  # sample std across seeds (ddof = 1)
     # Only evaluation points every seed reached enter the curve.
-    assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.0, 1.0],
+    assert entry["curve"] == {"env_steps": [100, 200], "mean": [2.0, 3.0], "std": [1.414, 1.414],
                               "last_per_seed": [2.0, 4.0]}  # fmt: skip
     assert list(summary["tasks"]["InvertedPendulum-v5"]) == ["gsb_mdpo", "lambda=0"]  # suite order
     table = report.markdown(summary)
-    assert "**15.0 ± 5.0 (2)**" in table and "5.0 (1 seed)" in table and "± 0.0" not in table
+    assert "**15.0 ± 7.1 (2)**" in table and "5.0 (1 seed)" in table and "± 0.0" not in table
     assert "Hardware: x, 2 cores, GPU none." in table
     assert "minutes end to end (on the hardware above): gsb_mdpo 0.2, lambda=0 0.3." in table
     # A suite that ran on two machines gives each machine's fastest runs, never one mixed minimum.
@@ -505,6 +506,29 @@ def test_a_reference_column_is_scored_on_the_paper_columns_scale_without_setting
     )
 
 
+def test_the_page_reads_out_gsb_mdpo_against_each_reference_column_and_names_unrun_columns(monkeypatch):
+    """Per task, the reference columns' verdicts in words (the comparison table's, by the same rule); a planned
+    column with no run yet is named as such, so a column just added is visible before its runs."""
+    suite = Suite(name="ref", description="test suite.", tasks=("Hopper-v5", "HalfCheetah-v5"), total_steps=300,
+                  seeds=(0, 1, 2), preset="cpu",
+                  variants=(*_methods("dppo", "gsb_mdpo"), Variant("fpo_pp", "fpo_pp"), Variant("sb3_ppo:zoo", "ppo")))  # fmt: skip
+    monkeypatch.setitem(SUITES, "ref", suite)
+    records = (_runs("gsb_mdpo", [10.0, 11.0, 12.0], "Hopper-v5") + _runs("dppo", [1.0, 2.0, 3.0], "Hopper-v5")
+               + _runs("fpo_pp", [20.0, 22.0, 24.0], "Hopper-v5") + _runs("fpo_pp", [5.0, 30.0], "HalfCheetah-v5")
+               + _runs("gsb_mdpo", [100.0, 110.0, 120.0], "HalfCheetah-v5"))  # fmt: skip
+    text = report.markdown(summarize("ref", records))
+    assert "- Hopper-v5: gsb_mdpo is beaten by `fpo_pp` (P = 0.00 [0.00, 0.00])." in text
+    assert (
+        "- HalfCheetah-v5: gsb_mdpo is inconclusive against `fpo_pp` (P = 1.00 [1.00, 1.00], 3 vs 2 seeds)."
+        in text
+    )
+    assert "`dppo`" not in text  # a paper column's verdicts stay in the table only
+    assert "Columns of this suite with no run yet (not in the tables above): sb3_ppo:zoo (reference)." in text
+    ran_all = report.markdown(summarize("ref", records + _runs("sb3_ppo:zoo", [1.0] * 3, "Hopper-v5")))
+    assert "no run yet (not in the tables above): sb3_ppo" not in ran_all
+    assert "- Hopper-v5: gsb_mdpo is beaten by `fpo_pp`" in ran_all and "beats `sb3_ppo:zoo`" in ran_all
+
+
 def test_statistics_match_rliable_and_are_reproducible():
     from rliable import metrics
 
@@ -532,6 +556,8 @@ def test_a_verdict_carries_the_rank_test_that_says_how_much_a_few_seeds_can_show
     assert stats.rank_test_p(range(5, 10), range(5)) == pytest.approx(2 / 252)
     assert stats.compare([4.0, 5.0, 6.0], [1.0, 2.0, 3.0])["rank_p"] == 0.1
     assert stats.compare([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])["rank_p"] == 1.0  # ties
+    # Ties are counted exactly (midranks over every split), not by a normal approximation.
+    assert stats.rank_test_p([0.0, 899.0, 903.0], [0.0, 0.0, 0.0]) == pytest.approx(0.4)
     assert stats.compare([1.0], [1.0, 2.0, 3.0])["rank_p"] is None
 
 

@@ -154,13 +154,15 @@ def _public_objects():
     import export.onnx
     import export.runtime
     import gsbpolicy
-    from trainers import dppo, fpo, gaussian_ppo, genpo, gsb_mdpo, ppo, registry
+    from trainers import dppo, fpo, fpo_pp, gaussian_ppo, genpo, gsb_mdpo, ppo, registry
 
     objects = {f"gsbpolicy.{name}": getattr(gsbpolicy, name) for name in gsbpolicy.__all__}
     objects |= {"export.runtime.OnnxPolicy": export.runtime.OnnxPolicy, "export.onnx.export": export.onnx.export,
                 "export.onnx.export_policy_folder": export.onnx.export_policy_folder,
                 "trainers.registry.Algorithm": registry.Algorithm, "trainers.registry.register": registry.register}  # fmt: skip
-    objects |= {f"{m.__name__}.train": m.train for m in (dppo, fpo, gaussian_ppo, genpo, gsb_mdpo, ppo)}
+    objects |= {
+        f"{m.__name__}.train": m.train for m in (dppo, fpo, fpo_pp, gaussian_ppo, genpo, gsb_mdpo, ppo)
+    }
     return objects
 
 

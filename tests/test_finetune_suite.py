@@ -33,7 +33,8 @@ def test_each_fine_tuning_run_starts_from_its_seeds_clone_and_scratch_from_nothi
     for variant in SUITE.variants:
         argv = benchmark.command(SUITE, "Hopper-v5", variant, 2, SUITE_DIR / variant.name / "seed_2", False)
         clone = str(SUITE_DIR / "pretraining" / "bc" / "seed_2" / "policy")
-        assert (clone in argv) == (variant.name != "gsb_mdpo:scratch"), variant.name
+        from_nothing = ("gsb_mdpo:scratch", "gaussian_ppo:demonstrator-continued")
+        assert (clone in argv) == (variant.name not in from_nothing), variant.name
         assert pretraining.PRETRAINED not in argv
     bc_only = benchmark.command(
         SUITE, "Hopper-v5", SUITE.variant("bc"), 0, SUITE_DIR / "bc" / "seed_0", False
@@ -111,8 +112,8 @@ def test_the_summary_reports_the_path_kl_to_the_clone_and_the_verdicts_in_words(
     assert hopper["gsb_mdpo"]["path_kl_init"]["mean"] == [1.0, 2.0]
     assert "path_kl_init" not in hopper["gsb_mdpo:scratch"]
     table = report.markdown(summary)
-    assert "| Hopper-v5 | gsb_mdpo | 201.0 ± 0.8 (3) | 2 ± 0.82 |" in table
-    assert "| Hopper-v5 | gsb_mdpo:scratch | 301.0 ± 0.8 (3) | - (fresh actor) |" in table
+    assert "| Hopper-v5 | gsb_mdpo | 201.0 ± 1.0 (3) | 2 ± 1 |" in table  # sample std (ddof = 1)
+    assert "| Hopper-v5 | gsb_mdpo:scratch | 301.0 ± 1.0 (3) | - (fresh actor) |" in table
     assert (
         "- Hopper-v5: fine-tuned GSB-MDPO beats `bc` (P = 1.00 [1.00, 1.00]); is inconclusive against `fpo` "
         "(P = 0.44 [0.00, 1.00], 3 seeds); is beaten by `gsb_mdpo:scratch` (P = 0.00 [0.00, 0.00])." in table
@@ -128,3 +129,23 @@ def test_model_cards_do_not_take_fine_tuning_runs_as_baselines():
 
     suites = {row.suite for row in baseline_rows("Hopper-v5")}
     assert "cpu-gym" in suites and "finetune-cpu-gym" not in suites
+
+
+def test_the_budget_table_counts_the_demonstrators_steps():
+    continued = {**_record("gaussian_ppo:demonstrator-continued", 0, 250.0, None), "method": "gaussian_ppo"}
+    continued["final"] = {**continued["final"], "env_steps": 301_056}
+    records = [_record("gsb_mdpo", 0, 200.0, 1.0), _record("gsb_mdpo:scratch", 0, 300.0, None), continued]
+    hopper = summarize("finetune-cpu-gym", records)["tasks"]["Hopper-v5"]
+    # The demonstrator: 200k steps rounded up to 98 iterations of 2,048; 30 demonstration episodes of at most
+    # Hopper's 1,000 steps.
+    assert hopper["gsb_mdpo"]["budget"] == {"starts_from": "the clone", "own_env_steps": 100,
+                                            "before_at_most": 98 * 2048 + 30 * 1000,
+                                            "total_at_most": 100 + 98 * 2048 + 30_000}  # fmt: skip
+    assert hopper["gsb_mdpo:scratch"]["budget"]["total_at_most"] == 100
+    assert hopper["gaussian_ppo:demonstrator-continued"]["budget"]["total_at_most"] == 301_056
+    table = report.markdown(summarize("finetune-cpu-gym", records))
+    assert "| Hopper-v5 | gsb_mdpo | the clone | 100 | 230,704 | 230,804 |" in table
+    assert (
+        "| Hopper-v5 | gaussian_ppo:demonstrator-continued | nothing: the demonstrator's run continued"
+        in table
+    )

@@ -62,6 +62,8 @@ def test_loss_matches_hand_computation_with_and_without_clipping(tiny_policy, ba
     assert float(loss) == pytest.approx(hand_loss(tiny_policy, obs, extras, advantages, ARGS), rel=1e-4)
     expected_step_clip = np.mean(np.abs(offsets) > ARGS.step_clip)
     assert float(metrics["step_clip_frac"]) == pytest.approx(expected_step_clip, abs=1e-6)
+    expected_sample_clip = np.mean(np.any(np.abs(offsets) > ARGS.step_clip, axis=-1))
+    assert float(metrics["sample_clip_frac"]) == pytest.approx(expected_sample_clip, abs=1e-6)
     assert float(metrics["path_clip_frac"]) == pytest.approx(1 / 3, abs=1e-6)  # only row 2
     assert float(metrics["ratio_max"]) <= np.exp(ARGS.path_clip) + 1e-6
 

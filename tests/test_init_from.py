@@ -13,7 +13,7 @@ import pytest
 from gsbpolicy import make_policy, save_policy
 from gsbpolicy._io import policy_tensors
 from gsbpolicy._policy import sample_noise
-from trainers import dppo, fpo, gaussian_ppo, genpo, gsb_mdpo
+from trainers import dppo, fpo, fpo_pp, gaussian_ppo, genpo, gsb_mdpo
 from trainers._core.cli import CliExit
 from trainers._core.config import OptimArgs
 from trainers._core.init_from import path_kl, strided, weights_sha256
@@ -82,7 +82,7 @@ def test_the_actor_starts_pretrained_and_stays_put_during_the_critic_warmup(pret
         trainer.close()
 
 
-@pytest.mark.parametrize("module", [fpo, dppo], ids=["fpo", "dppo"])
+@pytest.mark.parametrize("module", [fpo, fpo_pp, dppo], ids=["fpo", "fpo_pp", "dppo"])
 def test_fpo_and_dppo_start_from_the_same_policy_given_its_sampler(module, pretrained, tmp_path):
     """Their presets' samplers differ from GSB-MDPO's; with the pretrained values they take it as it is."""
     folder, policy = pretrained
@@ -100,7 +100,8 @@ def test_fpo_and_dppo_start_from_the_same_policy_given_its_sampler(module, pretr
 
 
 def _algorithm(module, args):
-    return {"trainers.fpo": fpo.Fpo, "trainers.dppo": dppo.Dppo}[module.__name__](args.algo)
+    classes = {"trainers.fpo": fpo.Fpo, "trainers.fpo_pp": fpo_pp.FpoPlusPlus, "trainers.dppo": dppo.Dppo}
+    return classes[module.__name__](args.algo)
 
 
 def test_run_json_records_the_source_and_the_weights_hash(pretrained, tmp_path, capsys):

@@ -2,7 +2,7 @@
 builds its actor from the spec and its arguments, what `act` samples and stores for the update, the cpu
 presets and every preset's default task (the `train` / `main` wiring of all five methods is pinned in
 test_pins_hyperparameters). Each test names one behaviour so that a mutation of any one line in
-trainers/{gaussian_ppo,dppo,fpo,genpo}.py fails a test. (No test name here contains the word that mutation
+trainers/{gaussian_ppo,dppo,fpo,fpo_pp,genpo}.py fails a test. (No test name here contains the word that mutation
 runs deselect with -k.)"""
 
 import dataclasses
@@ -20,10 +20,11 @@ from gsbpolicy._policy import sample_noise
 from gsbpolicy._sde import prior_log_prob
 from trainers.dppo import ChainExtras, Dppo, DppoArgs, per_dim_log_probs
 from trainers.fpo import CfmExtras, Fpo, FpoArgs, cfm_losses
+from trainers.fpo_pp import FpoPlusPlus, FppArgs, velocity_losses
 from trainers.gaussian_ppo import GaussianExtras, GaussianPpo, GaussianPpoArgs
 from trainers.genpo import GenPO, GenPOArgs, GenPOExtras
 
-BASELINES = ["gaussian_ppo", "dppo", "fpo", "genpo"]
+BASELINES = ["gaussian_ppo", "dppo", "fpo", "fpo_pp", "genpo"]
 SPEC = PolicySpec(obs_dim=3, act_dim=2, num_steps=4, width=8, depth=1, time_embed_dim=4, squash="tanh",
                   sigma_schedule="constant", sigma_max=0.3, action_low=(-1.0, -2.0), action_high=(1.0, 2.0),
                   env_id="Tiny-v0")  # fmt: skip
@@ -72,6 +73,13 @@ CPU = {
         "rollout": {"num_envs": 16, "unroll_length": 64, "num_minibatches": 4, "epochs": 8},
         "policy": {"squash": "tanh", "num_steps": 10, "sigma_max": 0.0},
         "algo": dataclasses.asdict(FpoArgs(time_reversed=True)),
+    },
+    # FPO's small run with FPO++'s objective: FppArgs' defaults, the reference's time.
+    "fpo_pp": {
+        "total_steps": 150_000,
+        "rollout": {"num_envs": 16, "unroll_length": 64, "num_minibatches": 4, "epochs": 8},
+        "policy": {"squash": "tanh", "num_steps": 10, "sigma_max": 0.0},
+        "algo": dataclasses.asdict(FppArgs(time_reversed=True)),
     },
     "genpo": {
         "total_steps": 150_000,
@@ -232,6 +240,81 @@ def test_fpo_act_stores_the_action_its_cfm_draws_and_their_losses(additive_noise
     want = jax.vmap(cfm_losses, in_axes=(None, 0, 0, 0, 0))(actor, OBS, action, eps, t)
     np.testing.assert_allclose(extras.cfm_losses, want, rtol=1e-5)
     np.testing.assert_allclose(actions, jax.vmap(actor.to_env)(action), rtol=1e-5, atol=1e-6)
+
+
+def test_fpo_pp_actor_is_fpos_with_its_time_direction_and_iterate_clipping():
+    key = jax.random.key(5)
+    spec = dataclasses.replace(SPEC, sigma_max=0.0)
+    for reversed_, clip in [(True, False), (False, True)]:
+        actor = FpoPlusPlus(FppArgs(time_reversed=reversed_, clip_iterates=clip)).make_actor(
+            spec, None, key=key
+        )
+        assert actor.spec == dataclasses.replace(spec, time_reversed=reversed_, clip_iterates=clip)
+        same(actor, make_policy(actor.spec, key=key))
+
+
+@pytest.mark.parametrize(
+    ("changes", "bound"),
+    [
+        ({}, None),
+        ({"additive_noise": 0.3, "action_clip": 0.4, "time_beta": 2.0, "loss_reduction": "mean"}, 0.4),
+    ],
+)
+def test_fpo_pp_act_stores_the_action_its_draws_and_their_velocity_losses(changes, bound):
+    """Four keys from the one: the ODE's noise, the additive noise (before the action clip), the eps draws and
+    u ~ U[0, 1) with t = 0.005 + 0.99 (1 - u)^(1/beta); the stored losses are the rollout policy's."""
+    spec = dataclasses.replace(SPEC, sigma_max=0.0)
+    algo = FpoPlusPlus(FppArgs(num_samples=5, **changes))
+    actor = algo.make_actor(spec, None, key=jax.random.key(0))
+    key = jax.random.key(8)
+    actions, extras = algo.act(actor, OBS, key)
+    k_noise, k_add, k_eps, k_t = jax.random.split(key, 4)
+    action = jax.vmap(actor.sample_final)(OBS, sample_noise(k_noise, spec, (3,)))
+    if changes:
+        action = action + 0.3 * jax.random.normal(k_add, action.shape)
+        assert float(jnp.max(jnp.abs(action))) > bound  # the clip binds
+        action = jnp.clip(action, -bound, bound)
+    eps = jax.random.normal(k_eps, (3, 5, 2))
+    u = jax.random.uniform(k_t, (3, 5))
+    t = 0.005 + 0.99 * (1.0 - u) ** (1.0 / algo.args.time_beta)
+    assert isinstance(extras, CfmExtras) and extras.t.dtype == jnp.float32
+    np.testing.assert_allclose(extras.action, action, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(extras.eps, eps)
+    np.testing.assert_allclose(extras.t, t, rtol=1e-6)
+    assert 0.005 <= float(jnp.min(t)) and float(jnp.max(t)) <= 0.995
+    want = jax.vmap(velocity_losses, in_axes=(None, 0, 0, 0, 0, None))(
+        actor, OBS, action, eps, t, algo.args.loss_reduction
+    )
+    np.testing.assert_allclose(extras.cfm_losses, want, rtol=1e-5)
+    np.testing.assert_allclose(actions, jax.vmap(actor.to_env)(action), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"num_samples": 0}, r"^--algo.num-samples must be >= 1, got 0$"),
+        ({"clip": 0.0}, r"^--algo.clip must be > 0 \(the half-width of the trust region\), got 0.0$"),
+        ({"time_beta": 0.0}, r"^--algo.time-beta must be > 0, got 0.0$"),
+        ({"loss_clamp": 0.0}, r"^--algo.loss-clamp must be > 0 \(or None: off\), got 0.0$"),
+        ({"negative_advantage_loss_clamp": -1.0}, r"^--algo.negative-advantage-loss-clamp must be > 0"),
+        ({"log_ratio_clamp": 0.0}, r"^--algo.log-ratio-clamp must be > 0"),
+        ({"advantage_clamp": 0.0}, r"^--algo.advantage-clamp must be > 0"),
+        ({"action_clip": 0.0}, r"^--algo.action-clip must be > 0"),
+        (
+            {"additive_noise": -0.1},
+            r"^--algo.additive-noise must be >= 0 \(a standard deviation\), got -0.1$",
+        ),
+    ],
+)
+def test_fpo_pp_args_refuse_what_has_no_meaning(changes, message):
+    with pytest.raises(ValueError, match=message):
+        FppArgs(**changes).validate()
+
+
+def test_fpo_pp_args_accept_their_boundaries_and_none_for_every_bound():
+    FppArgs(num_samples=1, additive_noise=0.0, time_beta=1e-3, clip=1e-3).validate()
+    FppArgs(loss_clamp=None, negative_advantage_loss_clamp=None, log_ratio_clamp=None, advantage_clamp=None,
+            action_clip=None).validate()  # fmt: skip
 
 
 def test_genpo_actor_is_the_coupled_flow_with_the_args_mix():

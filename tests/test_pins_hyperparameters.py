@@ -38,6 +38,7 @@ def test_playground_preset_is_table_1s_gsb_mdpo_column():
         "critic_lr": 1e-3,
         "actor_cosine_decay": False,
         "critic_cosine_decay": False,
+        "cosine_decay_steps": None,  # a decay, where on, spans the run
         "max_grad_norm": None,  # the table gives no gradient clip for Playground
         "value_coef": 0.1,
     }
@@ -66,10 +67,23 @@ def test_gym_preset_is_table_2s_gsb_mdpo_column():
         "critic_lr": 1e-3,
         "actor_cosine_decay": True,  # the text under Table 2: a cosine decay to zero
         "critic_cosine_decay": False,
+        "cosine_decay_steps": None,  # a decay, where on, spans the run
         "max_grad_norm": 1.0,
         "value_coef": 1.0,
     }
     assert fields(args, "algo") == {"kl_coef": 0.08, "ref_mix": 0.02, "step_clip": 0.1, "path_clip": 0.4}
+
+
+def test_fpo_pp_cli_defaults_are_fpo_pp_codes_objective():
+    """FPO++'s code's objective (ASPO at eps 0.05, 16 draws, sum / sqrt(d), uniform t, its bounds), the sampler
+    options off."""
+    from trainers.fpo_pp import FppArgs
+
+    assert dataclasses.asdict(FppArgs()) == {
+        "num_samples": 16, "clip": 0.05, "trust_region": "aspo", "loss_reduction": "sqrt", "time_beta": 1.0,
+        "loss_clamp": 20.0, "negative_advantage_loss_clamp": 20.0, "log_ratio_clamp": 10.0, "advantage_clamp": 100.0,
+        "additive_noise": 0.0, "action_clip": None, "time_reversed": False, "clip_iterates": False,
+    }  # fmt: skip
 
 
 def test_the_cli_defaults_are_table_2s_coefficients():
@@ -112,6 +126,7 @@ BASELINES = {
     ("gaussian_ppo", "playground"): {
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 0.25},
         # MLP 4 x 32, clip 0.1, entropy 0; state-dependent std, tanh squash and silu: ours (Brax PPO's).
         "algo": {"clip": 0.1, "entropy_coef": 0.0, "width": 32, "depth": 4, "activation": "silu", "std": "state",
@@ -120,6 +135,7 @@ BASELINES = {
     ("gaussian_ppo", "gym"): {
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-4, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         "algo": {"clip": 0.2, "entropy_coef": 0.0, "width": 256, "depth": 3, "activation": "elu", "std": "param",
                  "squash": "clip", "init_log_std": 0.0, "min_std": 0.001},
@@ -131,6 +147,7 @@ BASELINES = {
                    "sigma_max": 0.05 / 0.1**0.5, "sigma_min": 0.5, "squash": "tanh"},
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 0.25},
         "algo": {"clip": 0.2, "log_prob_reduction": "sum", "log_prob_clamp": None, "log_prob_clamp_per_dim": False,
                  "denoise_gamma": 1.0, "noise_clip": None, "time_reversed": True, "ddpm": False},
@@ -142,6 +159,7 @@ BASELINES = {
                    "sigma_min": 0.1, "squash": "clip"},
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-3, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         # Official DPPO: each dimension's log-density clamped to [-5, 2], then averaged; gamma_denoise 0.99.
         "algo": {"clip": 0.2, "log_prob_reduction": "mean", "log_prob_clamp": (-5.0, 2.0),
@@ -154,6 +172,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "tanh"},
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 0.25},
         "algo": {"num_samples": 8, "clip": 0.05, "additive_noise": 0.0, "positive_advantages_only": False,
                  "time_reversed": True, "clip_iterates": False},
@@ -164,10 +183,40 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "clip"},
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-4, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         # The FPO paper's surrogate: both advantage signs (FlowRL's positive-only form is a suite variant).
         "algo": {"num_samples": 8, "clip": 0.05, "additive_noise": 0.1, "positive_advantages_only": False,
                  "time_reversed": False, "clip_iterates": True},
+    },
+    # FPO++: Table 1's FPO column (its networks, learning rates, sampler, N_mc and eps) with FPO++'s objective.
+    ("fpo_pp", "playground"): {
+        "policy": {"num_steps": 10, "width": 32, "depth": 4, "activation": "silu", "time_embedding": "sinusoidal",
+                   "time_embed_dim": 8, "output_scale": 0.25, "sigma_schedule": "constant", "sigma_max": 0.0,
+                   "sigma_min": 0.5, "squash": "tanh"},
+        "critic": {"width": 256, "depth": 5, "activation": "silu"},
+        "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
+                  "max_grad_norm": None, "value_coef": 0.25},
+        "algo": {"num_samples": 8, "clip": 0.05, "trust_region": "aspo", "loss_reduction": "sqrt", "time_beta": 1.0,
+                 "loss_clamp": 20.0, "negative_advantage_loss_clamp": 20.0, "log_ratio_clamp": 10.0,
+                 "advantage_clamp": 100.0, "additive_noise": 0.0, "action_clip": None, "time_reversed": True,
+                 "clip_iterates": False},
+    },
+    # FlowRL's FPO++ (after its June 2026 refactor) on Table 2's shared rows: 64 steps, ELU, no output scale,
+    # 16 draws, action noise 0.02 and a +-2 action clip instead of the per-iterate clip.
+    ("fpo_pp", "gym"): {
+        "policy": {"num_steps": 64, "width": 256, "depth": 3, "activation": "elu", "time_embedding": "fourier",
+                   "time_embed_dim": 16, "output_scale": 1.0, "sigma_schedule": "constant", "sigma_max": 0.0,
+                   "sigma_min": 0.5, "squash": "clip"},
+        "critic": {"width": 256, "depth": 3, "activation": "elu"},
+        "optim": {"actor_lr": 1e-4, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
+                  "max_grad_norm": 1.0, "value_coef": 1.0},
+        "algo": {"num_samples": 16, "clip": 0.05, "trust_region": "aspo", "loss_reduction": "sqrt", "time_beta": 1.0,
+                 "loss_clamp": 20.0, "negative_advantage_loss_clamp": 20.0, "log_ratio_clamp": 10.0,
+                 "advantage_clamp": 100.0, "additive_noise": 0.02, "action_clip": 2.0, "time_reversed": False,
+                 "clip_iterates": False},
     },
     ("genpo", "playground"): {
         "policy": {"num_steps": 5, "width": 64, "depth": 3, "activation": "silu", "time_embedding": "fourier",
@@ -175,6 +224,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "tanh"},
         "critic": {"width": 256, "depth": 5, "activation": "silu"},
         "optim": {"actor_lr": 3e-4, "critic_lr": 3e-4, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": None, "value_coef": 1.0},
         "algo": {"clip": 0.2, "flow_mix": 0.9, "compress_coef": 0.01, "entropy_coef": 0.0},
     },
@@ -184,6 +234,7 @@ BASELINES = {
                    "sigma_min": 0.5, "squash": "clip"},
         "critic": {"width": 256, "depth": 3, "activation": "elu"},
         "optim": {"actor_lr": 1e-3, "critic_lr": 1e-3, "actor_cosine_decay": False, "critic_cosine_decay": False,
+                  "cosine_decay_steps": None,
                   "max_grad_norm": 1.0, "value_coef": 1.0},
         "algo": {"clip": 0.2, "flow_mix": 0.9, "compress_coef": 0.01, "entropy_coef": 0.0},
     },
@@ -206,6 +257,7 @@ ALGORITHMS = {
     "gaussian_ppo": "GaussianPpo",
     "dppo": "Dppo",
     "fpo": "Fpo",
+    "fpo_pp": "FpoPlusPlus",
     "genpo": "GenPO",
 }
 

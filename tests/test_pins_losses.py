@@ -15,6 +15,7 @@ from gsbpolicy._gaussian import GaussianSpec
 from gsbpolicy._policy import sample_noise
 from trainers.dppo import ChainExtras, Dppo, DppoArgs
 from trainers.fpo import Fpo, FpoArgs
+from trainers.fpo_pp import FpoPlusPlus, FppArgs, clamp_straight_through, trust_region_objective
 from trainers.gaussian_ppo import GaussianPpo, GaussianPpoArgs
 from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 
@@ -58,6 +59,9 @@ def test_step_clip_bounds_each_steps_log_ratio(tiny_policy, fresh):
     loss, metrics = gsb_loss(tiny_policy, obs, with_step_offsets(extras, one_big_step), step_clip=0.1)
     assert loss == pytest.approx(-math.exp(0.1) * float(ADVANTAGES.mean()), rel=1e-5)
     assert float(metrics["step_clip_frac"]) == pytest.approx(1 / n)
+    assert (
+        float(metrics["sample_clip_frac"]) == 1.0
+    )  # every sample has its one clipped step (App. C.2's count)
     assert float(metrics["path_clip_frac"]) == 0.0
     loss, _ = gsb_loss(tiny_policy, obs, with_step_offsets(extras, -one_big_step), step_clip=0.2)
     assert loss == pytest.approx(-math.exp(-0.2) * float(ADVANTAGES.mean()), rel=1e-5)
@@ -215,6 +219,133 @@ def test_fpo_clip_epsilon(tiny_policy, fpo_rollout, eps):
     ratio = np.exp(log_ratios.astype(np.float64))
     assert float(loss) == pytest.approx(-ppo_surrogate(ratio, advantages, eps).mean(), rel=1e-5)
     assert float(metrics["clip_frac"]) == pytest.approx(np.mean(np.abs(ratio - 1) > eps))
+
+
+# ---------------------------------------------------------------------------------------- FPO++
+def fpp_loss(policy, obs, extras, advantages, **changes):
+    """FPO++'s loss with every bound off unless `changes` sets it (the defaults are FPO++'s code's)."""
+    off = {"loss_clamp": None, "negative_advantage_loss_clamp": None, "log_ratio_clamp": None,
+           "advantage_clamp": None}  # fmt: skip
+    args = FppArgs(**{"num_samples": extras.t.shape[1], "clip": 0.05, **off, **changes})
+    loss, metrics = FpoPlusPlus(args).actor_loss(
+        policy, obs, extras, jnp.asarray(advantages, jnp.float32), jax.random.key(0)
+    )
+    return float(loss), metrics
+
+
+def fpp_rollout(policy, batch: int, num_samples: int):
+    obs = jax.random.normal(jax.random.key(7), (batch, policy.spec.obs_dim))
+    _, extras = FpoPlusPlus(FppArgs(num_samples=num_samples)).act(policy, obs, jax.random.key(8))
+    return obs, extras
+
+
+def with_log_ratios(extras, log_ratios):
+    """Stored losses raised by `log_ratios`, so that l_old - l_new = log_ratios per draw."""
+    return extras._replace(cfm_losses=extras.cfm_losses + jnp.asarray(log_ratios, jnp.float32))
+
+
+RATIOS = np.array([[1.2, 0.9], [1.2, 0.9]])
+"""Two actions (advantage +1, then -1), two draws each: one ratio above 1 + eps, one below 1 - eps."""
+
+
+@pytest.mark.parametrize(
+    ("mode", "psi"),
+    [
+        # A = +1: PPO min(1.2, 1.05) = 1.05 and min(0.9, 0.95) = 0.9; A = -1: SPO -1.2 - (0.2^2) / 0.1 = -1.6 and
+        # -0.9 - (0.1^2) / 0.1 = -1.0 (PPO would give min(-1.2, -1.05) = -1.2 and min(-0.9, -0.95) = -0.95).
+        ("aspo", [1.05, 0.9, -1.6, -1.0]),
+        ("ppo", [1.05, 0.9, -1.2, -0.95]),
+        ("spo", [1.2 - 0.4, 0.9 - 0.1, -1.6, -1.0]),
+    ],
+)
+def test_fpo_pp_trust_region_by_hand(tiny_policy, mode, psi):
+    """L = -mean over actions and draws of psi(rho_i, A): ASPO is PPO's clip for A >= 0 and SPO's penalty
+    rho A - |A| / (2 eps) (rho - 1)^2 for A < 0 (eps = 0.05), each draw with its own ratio."""
+    obs, extras = fpp_rollout(tiny_policy, 2, 2)
+    loss, metrics = fpp_loss(tiny_policy, obs, with_log_ratios(extras, np.log(RATIOS)), [1.0, -1.0],
+                             trust_region=mode)  # fmt: skip
+    assert loss == pytest.approx(-np.mean(psi), rel=1e-5)
+    assert float(metrics["ratio_mean"]) == pytest.approx(1.05, rel=1e-5)
+    assert float(metrics["ratio_max"]) == pytest.approx(1.2, rel=1e-5)
+    assert float(metrics["clip_frac"]) == 1.0
+    assert float(metrics["approx_kl_k3"]) == pytest.approx(np.mean(RATIOS - 1 - np.log(RATIOS)), rel=1e-4)
+    assert float(metrics["adv_mean"]) == 0.0
+    assert float(metrics["cfm_loss"]) == pytest.approx(float(jnp.mean(extras.cfm_losses)), rel=1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.2])
+def test_fpo_pp_ratio_is_per_draw_not_of_the_average(tiny_policy, eps):
+    """rho_i = exp(l_i^old - l_i^new) for each draw (eq. 10): shifts whose average is 0 still move the loss;
+    FPO's exp(mean) would give ratio 1 for the first action and the bare advantage."""
+    obs, extras = fpp_rollout(tiny_policy, 3, 4)
+    shifts = np.array([[0.5, -0.5, 0.1, -0.1], [0.3, 0.2, -0.02, 0.0], [-0.12, 0.04, -0.3, 0.08]])
+    advantages = np.array([1.0, -0.7, -2.0])
+    loss, metrics = fpp_loss(tiny_policy, obs, with_log_ratios(extras, shifts), advantages, clip=eps)
+    ratio, a = np.exp(shifts), advantages[:, None]
+    ppo = np.minimum(ratio * a, np.clip(ratio, 1 - eps, 1 + eps) * a)
+    spo = ratio * a - np.abs(a) / (2 * eps) * (ratio - 1) ** 2
+    assert loss == pytest.approx(-np.mean(np.where(a >= 0, ppo, spo)), rel=1e-5)
+    assert float(metrics["ratio_mean"]) == pytest.approx(ratio.mean(), rel=1e-5)
+    assert float(metrics["clip_frac"]) == pytest.approx(np.mean(np.abs(ratio - 1) > eps))
+
+
+def test_fpo_pp_spo_pulls_a_negative_advantage_ratio_back_to_one_minus_eps():
+    """d psi / d rho for A = -1, eps = 0.05: SPO's is A - |A| (rho - 1) / eps, zero at rho = 0.95, pushing a
+    ratio of 1.2 down (-5) and one of 0.9 up (+1); PPO's clip gives 0.9 no gradient and 1.2 the bare A."""
+    grad = jax.grad(lambda r, mode: trust_region_objective(r, -1.0, 0.05, mode))
+    assert [float(grad(r, "aspo")) for r in (1.2, 0.9, 0.95)] == pytest.approx([-5.0, 1.0, 0.0], abs=1e-5)
+    assert [float(grad(r, "ppo")) for r in (1.2, 0.9)] == pytest.approx([-1.0, 0.0])
+    # A >= 0 is PPO's clip in ASPO: the bare A inside 1 +- eps, nothing above it.
+    positive = jax.grad(lambda r, a: trust_region_objective(r, a, 0.05, "aspo"))
+    assert [float(positive(r, 1.0)) for r in (1.0, 1.2)] == pytest.approx([1.0, 0.0])
+    assert float(positive(1.2, 0.0)) == 0.0
+
+
+def test_fpo_pp_log_ratio_clamp_bounds_the_ratio_but_not_its_gradient(tiny_policy):
+    obs, extras = fpp_rollout(tiny_policy, 2, 2)
+    big = with_log_ratios(extras, [[12.0, 0.0], [0.0, 0.0]])
+    _, bounded = fpp_loss(tiny_policy, obs, big, [1.0, 1.0], log_ratio_clamp=10.0)
+    _, free = fpp_loss(tiny_policy, obs, big, [1.0, 1.0])
+    assert float(bounded["ratio_max"]) == pytest.approx(math.exp(10.0), rel=1e-5)
+    assert float(free["ratio_max"]) == pytest.approx(math.exp(12.0), rel=1e-5)
+    x = jnp.array([-3.0, 9.0, 12.0])
+    np.testing.assert_allclose(clamp_straight_through(x, 10.0), [-3.0, 9.0, 10.0])
+    np.testing.assert_allclose(
+        jax.grad(lambda v: jnp.sum(clamp_straight_through(v, 10.0)))(x), [1.0, 1.0, 1.0]
+    )
+
+
+def test_fpo_pp_loss_clamp_bounds_both_losses(tiny_policy):
+    """l_old + 30 bounded at 2.5 against l_new bounded at 2.5: the log-ratio is 2.5 - min(l, 2.5) per draw."""
+    obs, extras = fpp_rollout(tiny_policy, 2, 3)
+    losses = np.asarray(extras.cfm_losses, np.float64)
+    assert losses.min() < 2.5 < losses.max()  # the bound binds on some draws only
+    _, metrics = fpp_loss(tiny_policy, obs, with_log_ratios(extras, np.full((2, 3), 30.0)), [1.0, 1.0],
+                          loss_clamp=2.5)  # fmt: skip
+    new = np.minimum(losses, 2.5)
+    assert float(metrics["ratio_mean"]) == pytest.approx(np.exp(2.5 - new).mean(), rel=1e-5)
+    assert float(metrics["cfm_loss"]) == pytest.approx(new.mean(), rel=1e-5)
+
+
+def test_fpo_pp_negative_advantage_clamp_bounds_only_their_current_loss(tiny_policy):
+    obs, extras = fpp_rollout(tiny_policy, 2, 3)
+    losses = np.asarray(extras.cfm_losses, np.float64)
+    assert losses.min() < 2.0 < losses.max()
+    _, metrics = fpp_loss(tiny_policy, obs, extras, [1.0, -1.0], negative_advantage_loss_clamp=2.0)
+    new = losses.copy()
+    new[1] = np.minimum(new[1], 2.0)  # the second action's advantage is negative
+    assert float(metrics["ratio_mean"]) == pytest.approx(np.exp(losses - new).mean(), rel=1e-5)
+    assert float(metrics["cfm_loss"]) == pytest.approx(new.mean(), rel=1e-5)
+
+
+def test_fpo_pp_advantage_clamp(tiny_policy):
+    """At ratio 1 every psi is the advantage itself, so the loss is minus the mean clipped advantage."""
+    obs, extras = fpp_rollout(tiny_policy, 3, 2)
+    advantages = [3.0, -0.5, -2.0]
+    loss, metrics = fpp_loss(tiny_policy, obs, extras, advantages, advantage_clamp=1.0)
+    assert loss == pytest.approx(-np.mean([1.0, -0.5, -1.0]), rel=1e-5)
+    assert float(metrics["adv_mean"]) == pytest.approx(np.mean([1.0, -0.5, -1.0]), rel=1e-6)
+    assert fpp_loss(tiny_policy, obs, extras, advantages)[0] == pytest.approx(-0.5 / 3, rel=1e-5)
 
 
 # ---------------------------------------------------------------------------------------- DPPO

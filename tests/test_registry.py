@@ -68,7 +68,8 @@ def test_every_suite_column_is_a_registered_algorithm():
         for variant in suite.variants:
             assert variant.method in registry.names(), (suite.name, variant.name)
     # A reference column is one whose method is not one of the paper's (`PAPER_METHODS`).
-    assert [v.name for v in SUITES["cpu-gym"].variants if v.reference] == ["sb3_ppo:zoo"]
+    assert [v.name for v in SUITES["cpu-gym"].variants if v.reference] == ["fpo_pp", "sb3_ppo:zoo"]
+    assert [v.name for v in SUITES["cpu-playground"].variants if v.reference] == ["fpo_pp"]
 
 
 def test_importing_the_registry_imports_no_trainer_or_training_stack():

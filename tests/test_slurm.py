@@ -186,14 +186,16 @@ def test_a_suite_on_slurm_records_what_the_same_suite_records_locally(cluster, t
 
 
 def summary(args) -> dict:
-    """The suite's summary without wall-clock, memory and hardware."""
+    """The suite's summary without wall-clock (the runs' durations and when they started), memory and hardware."""
 
     def strip(value):
         if isinstance(value, dict):
             return {
                 k: strip(v)
                 for k, v in value.items()
-                if not any(w in k for w in ("wall", "rss", "gpu_mib", "hardware", "cost", "machine"))
+                if not any(
+                    w in k for w in ("wall", "started", "rss", "gpu_mib", "hardware", "cost", "machine")
+                )
             }
         return [strip(v) for v in value] if isinstance(value, list) else value
 

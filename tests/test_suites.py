@@ -1,8 +1,10 @@
 """The suites as data: each column's command parses to the configuration its name promises (the published
-and the FlowRL form of FPO, official DPPO's per-dimension clamp and the previous form, the zoo-tuned SB3 PPO
-reference column), and the committed ledgers' commands still parse to the configurations they ran."""
+and the FlowRL form of FPO, official DPPO's per-dimension clamp and the previous form, the FPO++ and zoo-tuned
+SB3 PPO reference columns), and the committed ledgers' commands still parse to the configurations they ran."""
 
+import dataclasses
 import json
+import math
 import shlex
 from pathlib import Path
 
@@ -59,6 +61,22 @@ def test_zoo_column_keeps_its_tuned_geometry_and_shares_the_evaluation():
     assert zoo.algo.normalize_reward and zoo.preset == "zoo"
     assert (zoo.eval, zoo.total_steps) == (paper.eval, paper.total_steps)
     assert paper.rollout.num_envs == 32  # the paper columns keep the suite's CPU geometry
+
+
+@pytest.mark.parametrize(("suite", "task"), [("cpu-gym", "Walker2d-v5"), ("cpu-playground", "FingerSpin")])
+def test_fpo_pp_column_is_its_preset_in_the_suites_geometry_and_a_reference(suite, task):
+    """A reference column (no paper verdict moves) trained like a paper column: the suite's geometry and
+    evaluation; on Playground it is the `fpo` column but for FPO++'s objective."""
+    from trainers.fpo_pp import FppArgs
+
+    fpp, fpo, gsb = (_args(suite, column, task) for column in ("fpo_pp", "fpo", "gsb_mdpo"))
+    assert SUITES[suite].variant("fpo_pp").reference and not SUITES[suite].variant("fpo").reference
+    assert (fpp.rollout, fpp.eval, fpp.total_steps) == (gsb.rollout, gsb.eval, gsb.total_steps)
+    if suite == "cpu-playground":
+        assert (fpp.policy, fpp.critic, fpp.optim) == (fpo.policy, fpo.critic, fpo.optim)
+        assert fpp.algo == FppArgs(num_samples=8, clip=0.05, time_reversed=True)
+    else:
+        assert (fpp.policy.num_steps, fpp.algo.num_samples, fpp.algo.action_clip) == (64, 16, 2.0)
 
 
 def test_zoo_preset_refuses_an_untuned_task():
@@ -168,3 +186,133 @@ def test_cpu_gym_runs_of_every_paper_method_but_genpo_fit_the_budget_its_note_st
             minutes = column["wall_s_min_by_hardware"]["AMD EPYC, 2 cores, GPU none"] / 60
             if not column["reference"] and not name.startswith("genpo"):
                 assert minutes <= 30, (task, name, minutes)
+
+
+def test_the_walker2d_causes_suite_changes_one_thing_per_column():
+    suite, base = "walker2d-causes-cpu-gym", "Walker2d-v5"
+    for reused in ("gsb_mdpo", "gaussian_ppo"):  # cpu-gym's runs: the same trainer command, not retrained
+        mine = runner.command(
+            SUITES[suite], base, SUITES[suite].variant(reused), 0, Path("/r/s/t/v/seed_0"), False
+        )
+        theirs = runner.command(
+            SUITES["cpu-gym"], base, SUITES["cpu-gym"].variant(reused), 0, Path("/r/s/t/v/seed_0"), False
+        )
+        assert mine == theirs
+    ppo, ppo_cosine = _args(suite, "gaussian_ppo", base), _args(suite, "gaussian_ppo:cosine-lr", base)
+    assert ppo_cosine.optim == dataclasses.replace(ppo.optim, actor_cosine_decay=True)
+    assert (ppo_cosine.policy, ppo_cosine.algo, ppo_cosine.rollout) == (ppo.policy, ppo.algo, ppo.rollout)
+    gsb, sigma, updates = (
+        _args(suite, v, base) for v in ("gsb_mdpo", "gsb_mdpo:sigma-max=1", "gsb_mdpo:paper-updates")
+    )
+    assert gsb.optim.actor_cosine_decay and gsb.policy.sigma_max == 3.0
+    assert sigma.policy == dataclasses.replace(gsb.policy, sigma_max=1.0) and sigma.optim == gsb.optim
+    assert updates.optim == dataclasses.replace(gsb.optim, cosine_decay_steps=3_334_144)
+    assert (updates.policy, updates.algo, updates.rollout) == (gsb.policy, gsb.algo, gsb.rollout)
+    assert SUITES[suite].variant("gaussian_ppo:cosine-lr").baseline == "gaussian_ppo"
+
+
+def test_paper_updates_is_the_papers_update_count_in_cpu_gyms_geometry():
+    """1,628 iterations of 16 updates: the paper's 40M env steps at 1024 x 24; cpu-gym's iterations also have 16
+    updates, so the same count spans 1,628 of its 2,048-step iterations; a 1M-step run does 489 of them."""
+    from trainers.benchmark.suites import PAPER_GYM_ITERATIONS, PAPER_UPDATES_ARGS
+
+    paper = _args("paper-gym", "gsb_mdpo", "Walker2d-v5")
+    ours = _args("walker2d-causes-cpu-gym", "gsb_mdpo:paper-updates", "Walker2d-v5")
+
+    def updates(a):
+        return a.rollout.epochs * a.rollout.num_minibatches
+
+    assert updates(paper) == updates(ours) == 16
+    assert PAPER_GYM_ITERATIONS == paper.num_iterations == 1628
+    assert int(PAPER_UPDATES_ARGS[1]) == 1628 * ours.rollout.steps_per_iteration
+    done = ours.num_iterations / PAPER_GYM_ITERATIONS
+    rate = 0.5 * (1 + math.cos(math.pi * done))
+    assert (ours.num_iterations, f"{done:.0%}", f"{rate:.0%}") == (489, "30%", "79%")
+    description = " ".join(SUITES["walker2d-causes-cpu-gym"].description.split())
+    assert "(1,628 iterations of 16)" in description and "30% of the way" in description
+    # In updates cpu-gym's schedule is compressed 3.3-fold against the paper's (40-fold in env steps).
+    cpu = _args("cpu-gym", "gsb_mdpo", "Walker2d-v5")
+    assert f"{paper.num_iterations / cpu.num_iterations:.1f}" == "3.3"
+    assert f"{paper.total_steps / cpu.total_steps:.0f}" == "40"
+    assert SUITES["clip-fraction-cpu-gym"].variant("gsb_mdpo:paper-updates").args == PAPER_UPDATES_ARGS
+
+
+def test_table_2s_sampler_starts_an_untrained_policy_at_the_stated_spread():
+    """The suite's "action std of about 2.2, so about 64% of action coordinates start beyond the clip", and
+    about 1.2 (41%) with sigma_max = 1, measured on untrained policies of both specs (the drift's initial output
+    adds little to the noise: a^(0) ~ N(0, 1) plus the Euler-Maruyama steps' sum of sigma(t_n)^2 dt)."""
+    import jax
+
+    from gsbpolicy import make_policy
+    from gsbpolicy._internal import sample_noise
+
+    measured = []
+    for variant in ("gsb_mdpo", "gsb_mdpo:sigma-max=1"):
+        args = _args("walker2d-causes-cpu-gym", variant, "Walker2d-v5")
+        spec = args.policy.spec(17, 6, [-1.0] * 6, [1.0] * 6, "Walker2d-v5")
+        policy = make_policy(spec, key=jax.random.key(0))
+        noise = sample_noise(jax.random.key(1), spec, (2048,))
+        paths = jax.vmap(policy.sample)(jax.numpy.zeros((2048, 17)), noise).path[:, -1]
+        measured.append((float(paths.std()), float((abs(paths) > 1).mean())))
+    (std, share), (std_1, share_1) = measured
+    assert abs(std - 2.2) < 0.05 and abs(share - 0.64) < 0.015
+    assert abs(std_1 - 1.2) < 0.05 and abs(share_1 - 0.41) < 0.015
+    description = " ".join(SUITES["walker2d-causes-cpu-gym"].description.split())
+    assert "action std of about 2.2, so about 64%" in description and "about 1.2 (41%)" in description
+
+
+def test_the_clip_fraction_suite_runs_the_column_the_clip_claim_reads():
+    from trainers.benchmark import claims
+
+    suite = SUITES["clip-fraction-cpu-gym"]
+    assert claims.CLIP_COLUMN in suite.variant_names and suite.tasks == ("HalfCheetah-v5",)
+
+
+def test_the_continued_demonstrator_is_the_demonstrators_run_trained_for_the_budget_too(
+    tmp_path, monkeypatch
+):
+    from trainers.benchmark import pretraining
+
+    suite = SUITES["finetune-cpu-gym"]
+    calls = []
+    monkeypatch.setattr(pretraining.subprocess, "call", lambda cmd, stdout, stderr: calls.append(cmd) or 1)
+    with pytest.raises(pretraining.CommandError):
+        pretraining.prepare(
+            suite, "Hopper-v5", 0, tmp_path / "finetune-cpu-gym" / "Hopper-v5" / "x" / "seed_0"
+        )
+    import importlib
+
+    from trainers._core.cli import parse
+
+    demonstrator_cmd = calls[0]
+    module = importlib.import_module(demonstrator_cmd[2])
+    demonstrator = parse(module.Args, module.PRESETS, "cpu", "", demonstrator_cmd[3:])
+    continued = _args("finetune-cpu-gym", "gaussian_ppo:demonstrator-continued", "Hopper-v5")
+    assert continued.total_steps == demonstrator.total_steps + suite.total_steps == 300_000
+    same = ("env", "seed", "preset", "rollout", "optim", "critic", "algo", "policy")
+    assert all(getattr(continued, f) == getattr(demonstrator, f) for f in same)
+    assert not continued.optim.actor_cosine_decay  # a constant rate: the longer run continues the shorter one
+
+
+def test_the_benchmark_pages_walker2d_account_holds_on_the_committed_runs():
+    """The benchmarks page's Walker2d paragraph: its update counts, the rate at 400k env steps, and what the
+    committed curves show there."""
+    page = " ".join((RESULTS.parents[1] / "docs" / "benchmarks" / "index.md").read_text().split())
+    cpu, paper = _args("cpu-gym", "gsb_mdpo", "Walker2d-v5"), _args("paper-gym", "gsb_mdpo", "Walker2d-v5")
+    updates = [a.num_iterations * a.rollout.epochs * a.rollout.num_minibatches for a in (cpu, paper)]
+    assert (
+        f"takes {updates[0]:,} updates against the paper's {updates[1]:,}, {updates[1] / updates[0]:.1f}-fold"
+        in page
+    )
+    gym = json.loads((RESULTS / "cpu-gym.json").read_text())["tasks"]["Walker2d-v5"]
+    lr = json.loads((RESULTS / "lr-schedule-cpu-gym.json").read_text())["tasks"]["Walker2d-v5"]
+
+    def at(entry, steps):
+        return dict(zip(entry["curve"]["env_steps"], entry["curve"]["mean"], strict=True))[steps]
+
+    point = 401_408  # "by 400k env steps": the evaluation there
+    rate = 0.5 * (1 + math.cos(math.pi * point / cpu.total_steps))
+    assert f"{rate:.0%}" == "65%" and "still 65% of its peak" in page
+    assert at(gym["gaussian_ppo"], point) > 2 * at(gym["gsb_mdpo"], point)  # the curves have parted
+    assert at(lr["gsb_mdpo:paper-lr"], point) < 0.5 * at(gym["gaussian_ppo"], point)
+    assert "still below half of Gaussian PPO's return there" in page

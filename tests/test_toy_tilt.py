@@ -2,6 +2,7 @@
 preferred quadrant; the sweep resumes, summarises what it measured and refuses bad input."""
 
 import dataclasses
+import inspect
 import json
 
 import numpy as np
@@ -52,12 +53,19 @@ def test_the_tilt_path_advantage_is_the_preference_on_track_and_corrects_a_short
     assert advantage[2] - advantage[0] > preference[2] - preference[0], "the lagging preferred quadrant gains"
 
 
+def test_the_default_is_the_papers_update_and_the_extension_is_opt_in_and_says_what_it_uses():
+    assert Args().target_mass_feedback is False
+    source = inspect.getsource(toy_tilt.Args)  # the field's docstring is its --help
+    assert "Extension, not the paper's algorithm" in source and "target information" in source
+    assert "track_tilt_path" not in source
+
+
 @pytest.mark.slow
-def test_the_closed_loop_lands_closer_to_the_target_than_the_open_loop():
+def test_the_target_mass_feedback_extension_lands_closer_to_the_target_than_the_papers_update():
     args = dataclasses.replace(TINY, beta=0.5, preference=rotate_preference(PAPER_PREFERENCE, 1))
-    closed = run(args)
-    open_loop = run(dataclasses.replace(args, track_tilt_path=False))
-    assert closed["l1"] < open_loop["l1"], (closed["l1"], open_loop["l1"])
+    paper = run(args)
+    extension = run(dataclasses.replace(args, target_mass_feedback=True))
+    assert extension["l1"] < paper["l1"], (extension["l1"], paper["l1"])
 
 
 def _fake_run(calls):
@@ -83,8 +91,12 @@ def test_sweep_runs_every_cell_once_and_resumes(tmp_path, monkeypatch):
     }
     cell = next(c for c in summary["grid"] if c["paper_setting"])
     assert (cell["beta"], cell["preferred_quadrant"]) == (1.0, "III")
-    assert cell["l1_mean"] == pytest.approx(0.105) and cell["l1_std"] == pytest.approx(0.005)
+    assert cell["l1_mean"] == pytest.approx(0.105) and cell["l1_std"] == pytest.approx(
+        np.std([0.1, 0.11], ddof=1)
+    )
     assert summary["l1_mean"] == pytest.approx(np.mean([0.055, 0.105]))
+    record = json.loads((tmp_path / "raw" / "toy_tilt_sweep.jsonl").read_text().splitlines()[0])
+    assert {"started", "finished", "git"} <= set(record)  # when and at which commit each run ran
 
     calls.clear()
     toy_tilt.sweep(dataclasses.replace(args, sweep_seeds=(0, 1, 2)))  # resumes: only seed 2 is new
@@ -97,8 +109,37 @@ def test_sweep_runs_every_cell_once_and_resumes(tmp_path, monkeypatch):
     (other,) = summary["other_settings"]
     assert other["changed"] == {"iterations": Args().iterations} and other["runs"] == 2 * 4 * 3
     markdown = (tmp_path / "toy_tilt_sweep.md").read_text()
-    assert "**0.105 ± 0.005 (n=2)**" in markdown and f"`iterations={Args().iterations}`" in markdown
+    assert "**0.105 ± 0.007 (n=2)**" in markdown and f"`iterations={Args().iterations}`" in markdown
     assert json.loads((tmp_path / "toy_tilt_sweep.json").read_text())["runs"] == 2 * 2
+
+
+def test_the_reproduction_row_is_the_papers_algorithm_and_the_extension_its_own_row(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(toy_tilt, "run", _fake_run(calls))
+    args = Args(sweep=True, sweep_betas=(1.0,), sweep_quadrants=(3,), results_dir=tmp_path)
+    toy_tilt.sweep(dataclasses.replace(args, target_mass_feedback=True))
+    summary = toy_tilt.sweep(args)
+    assert [r["l1"] for r in summary["reproduction"]] == pytest.approx([0.1, 0.11, 0.12])
+    assert summary["loops"]["target_mass_feedback"]["runs"] == 3 and not summary["other_settings"]
+    page = (tmp_path / "toy_tilt_sweep.md").read_text()
+    assert "| **reproduction**: GSB-MDPO as the paper states it | the advantage A | **0.110 ± 0.010" in page
+    assert "| the paper (App. C.1) | the advantage A | 0.100 (one run reported) | - |" in page
+    assert "| extension, **not the paper's algorithm** (`--target-mass-feedback`) |" in page
+    assert summary["command"] == "python -m trainers.experiments.toy_tilt --sweep"
+    # A rerun supersedes a cell's record; a log written under the setting's old name reads under the new.
+    calls.clear()
+    toy_tilt.sweep(dataclasses.replace(args, rerun=True, sweep_seeds=(0,)))
+    assert len(calls) == 1
+    log = tmp_path / "raw" / "toy_tilt_sweep.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    for r in lines:
+        r["settings"]["track_tilt_path"] = r["settings"].pop("target_mass_feedback")
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    again = toy_tilt.sweep(args)
+    assert again["runs"] == 3 and again["loops"]["target_mass_feedback"]["runs"] == 3
+    (rerun,) = again["reruns"]
+    assert (rerun["seed"], rerun["l1"]) == (0, [0.1, 0.1])
+    assert "β = 1, III preferred, seed 0: 0.100 then 0.100" in (tmp_path / "toy_tilt_sweep.md").read_text()
 
 
 def test_a_corrupt_run_log_fails_with_one_line_naming_it(tmp_path, capsys):

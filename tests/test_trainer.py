@@ -79,6 +79,20 @@ def test_same_seed_gives_identical_metrics(tmp_path, reference_run):
     assert records(args.output_dir) == records(reference_run[0].output_dir)
 
 
+def test_a_longer_run_of_the_same_seed_repeats_the_shorter_ones_iterations(tmp_path, reference_run):
+    """With a constant learning rate a run trained further is the shorter run continued, whatever its evaluation
+    schedule: finetune-cpu-gym's `gaussian_ppo:demonstrator-continued` (seed 0) relies on it to keep training
+    the demonstrator."""
+    args = tiny_args(
+        tmp_path, "longer", total_steps=8 * 64, eval={"num_evals": 3, "episodes": 2, "final_episodes": 2}
+    )
+    assert not args.optim.actor_cosine_decay
+    Trainer(GsbMdpo(args.algo), args).run()
+    train = [r for r in records(args.output_dir) if r["type"] == "train"]
+    shorter = [r for r in records(reference_run[0].output_dir) if r["type"] == "train"]
+    assert len(train) == 8 and train[:6] == shorter
+
+
 def test_killed_run_resumes_exactly(tmp_path, reference_run, monkeypatch):
     args = tiny_args(tmp_path, "killed")
     trainer = Trainer(GsbMdpo(args.algo), args)

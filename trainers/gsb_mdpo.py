@@ -88,7 +88,10 @@ class GsbMdpo(AbstractAlgorithm):
         loss = -jnp.mean(ratio * (advantages - a.kl_coef * cost))  # eq. 20
         raw_log_ratio = jnp.sum(step_log_ratio, axis=-1)
         metrics = {
+            # The share of generation steps (sample x step) whose log-ratio is clipped, and the share of
+            # rollout samples with at least one clipped step: what the paper's App. C.2 counts.
             "step_clip_frac": jnp.mean(jnp.abs(step_log_ratio) > a.step_clip),
+            "sample_clip_frac": jnp.mean(jnp.any(jnp.abs(step_log_ratio) > a.step_clip, axis=-1)),
             "path_clip_frac": jnp.mean(jnp.abs(path_log_ratio) > a.path_clip),
             "drift_cost": jnp.mean(cost),
             "ratio_mean": jnp.mean(ratio),

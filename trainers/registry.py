@@ -52,6 +52,7 @@ ALGORITHMS = [
     Algorithm("ppo", "PPO (SB3)", "gaussian", exact_resume=False),
     Algorithm("dppo", "DPPO", "ddpm-flow"),
     Algorithm("fpo", "FPO", "flow"),
+    Algorithm("fpo_pp", "FPO++", "flow"),
     Algorithm("genpo", "GenPO", "coupling-flow"),
     Algorithm("gsb_mdpo", "GSB-MDPO", "flow"),
 ]

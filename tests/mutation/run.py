@@ -80,7 +80,7 @@ MODULES = {
     "gsb_mdpo": ("trainers/gsb_mdpo.py", ["tests/test_gsb_mdpo.py", *LOSS_PINS]),
     **{
         name: (f"trainers/{name}.py", [f"tests/test_{name}.py", *LOSS_PINS, "tests/test_pins_baselines.py"])
-        for name in ("gaussian_ppo", "dppo", "fpo", "genpo")
+        for name in ("gaussian_ppo", "dppo", "fpo", "fpo_pp", "genpo")
     },
 }
 """module name -> (file to mutate, the fast test files that pin it)."""

@@ -96,6 +96,10 @@ class OptimArgs:
     """Decay the actor learning rate to 0 with a cosine over training."""
     critic_cosine_decay: bool = False
     """Decay the critic learning rate to 0 with a cosine over training."""
+    cosine_decay_steps: int | None = None
+    """Env steps the cosine decays span (rounded up to whole iterations); None: the run's total_steps. Longer
+    than the run: the run stops part way through a longer schedule (a run read at a budget smaller than the
+    one its schedule is laid out for)."""
     max_grad_norm: float | None = None
     """Clip each network's gradient to this global norm (None: no clipping)."""
     value_coef: float = 0.5
@@ -107,6 +111,8 @@ class OptimArgs:
         norm = self.max_grad_norm
         require(norm is None or norm > 0, "optim.max_grad_norm", "> 0 (or None: no clipping)", norm)
         require(self.value_coef >= 0, "optim.value_coef", ">= 0", self.value_coef)
+        steps = self.cosine_decay_steps
+        require(steps is None or steps >= 1, "optim.cosine_decay_steps", ">= 1 (or None: the run)", steps)
 
 
 @dataclasses.dataclass(frozen=True)

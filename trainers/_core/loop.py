@@ -49,8 +49,14 @@ def make_optimizers(args: TrainArgs) -> Optimizers:
     rollout = args.rollout
     updates_per_iteration = rollout.epochs * rollout.num_minibatches
     warmup_iterations = -(-args.init.critic_warmup_steps // rollout.steps_per_iteration)
-    return Optimizers.make(args.optim, args.num_iterations * updates_per_iteration,
-                           actor_frozen_updates=warmup_iterations * updates_per_iteration)  # fmt: skip
+    decay_steps = args.optim.cosine_decay_steps
+    decay_iterations = None if decay_steps is None else -(-decay_steps // rollout.steps_per_iteration)
+    return Optimizers.make(
+        args.optim,
+        args.num_iterations * updates_per_iteration,
+        actor_frozen_updates=warmup_iterations * updates_per_iteration,
+        decay_updates=None if decay_iterations is None else decay_iterations * updates_per_iteration,
+    )
 
 
 def initial_state(algorithm: AbstractAlgorithm, args: TrainArgs, spec, optimizers: Optimizers):

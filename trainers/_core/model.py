@@ -64,13 +64,22 @@ def _all_false(tree):
     return jax.tree.map(lambda _: False, tree)
 
 
-def _adam(lr: float, cosine: bool, max_grad_norm: float | None, num_updates: int, frozen_updates: int = 0):
-    """Adam at `lr` (cosine-decayed to 0 over the updates after the frozen ones); the first `frozen_updates`
-    updates have learning rate 0, which leaves the parameters exactly as they are (Adam's moments still
-    follow the gradients, so the first real step is not taken on empty statistics)."""
+def _adam(
+    lr: float,
+    cosine: bool,
+    max_grad_norm: float | None,
+    num_updates: int,
+    frozen_updates: int = 0,
+    decay_updates: int | None = None,
+):
+    """Adam at `lr` (cosine-decayed to 0 over the updates after the frozen ones, or over `decay_updates` of
+    them when given: a schedule longer than the run); the first `frozen_updates` updates have learning rate 0,
+    which leaves the parameters exactly as they are (Adam's moments still follow the gradients, so the first
+    real step is not taken on empty statistics)."""
     if frozen_updates >= num_updates:  # frozen for the whole run (a pretrained policy scored, never trained)
         return optax.set_to_zero()
-    schedule = optax.cosine_decay_schedule(lr, num_updates - frozen_updates) if cosine else lr
+    span = (decay_updates or num_updates) - frozen_updates
+    schedule = optax.cosine_decay_schedule(lr, span) if cosine else lr
     if frozen_updates:
         after = schedule if cosine else optax.constant_schedule(lr)
         schedule = optax.join_schedules([optax.constant_schedule(0.0), after], [frozen_updates])
@@ -89,15 +98,17 @@ class Optimizers(eqx.Module):
     critic: optax.GradientTransformation = eqx.field(static=True)
 
     @staticmethod
-    def make(args: OptimArgs, num_updates: int, actor_frozen_updates: int = 0) -> "Optimizers":
+    def make(
+        args: OptimArgs, num_updates: int, actor_frozen_updates: int = 0, decay_updates: int | None = None
+    ) -> "Optimizers":
         """`actor_frozen_updates`: the actor's learning rate is 0 for this many first updates (a critic
-        warm-up before fine-tuning a pretrained actor)."""
+        warm-up before fine-tuning a pretrained actor); `decay_updates`: the updates a cosine decay spans (None:
+        the run's `num_updates`)."""
         return Optimizers(
-            _adam(
-                args.actor_lr, args.actor_cosine_decay, args.max_grad_norm, num_updates, actor_frozen_updates
-            ),
-            _adam(args.critic_lr, args.critic_cosine_decay, args.max_grad_norm, num_updates),
-        )
+            _adam(args.actor_lr, args.actor_cosine_decay, args.max_grad_norm, num_updates, actor_frozen_updates,
+                  decay_updates),
+            _adam(args.critic_lr, args.critic_cosine_decay, args.max_grad_norm, num_updates, 0, decay_updates),
+        )  # fmt: skip
 
     def init(self, params: ActorCritic):
         return (self.actor.init(params.actor), self.critic.init(params.critic))

@@ -55,6 +55,19 @@ def summaries(results_dir: Path, suites: list[str] | None = None) -> dict[str, d
     }
 
 
+TOY_SUMMARY = "toy_tilt_sweep.json"
+
+
+def measurements(results_dir: Path) -> dict:
+    """The committed measurements the claims read besides the suites: `runtime-*.json`
+    (`python -m trainers.perf.runtime`), by file name, and the toy sweep's summary."""
+    toy = results_dir / TOY_SUMMARY
+    return {
+        "runtime": {p.name: json.loads(p.read_text()) for p in sorted(results_dir.glob("runtime-*.json"))},
+        "toy": json.loads(toy.read_text()) if toy.exists() else None,
+    }
+
+
 def pages_dir(results_dir: Path) -> Path:
     """Where the Markdown pages and plots of `results_dir`'s summaries go: the documentation for the committed
     results, beside the summaries otherwise."""
@@ -83,11 +96,11 @@ def algorithms_json() -> str:
     return json.dumps({"algorithms": table}, indent=1) + "\n"
 
 
-def headline(all_summaries: dict[str, dict]) -> str:
+def headline(all_summaries: dict[str, dict], measured: dict | None = None) -> str:
     """The README's headline: each suite's aggregate IQM per column with its interval, and one line per claim."""
     suites = [s for s in all_summaries.values() if (s.get("aggregate_iqm") or {}).get("columns")]
     return TEMPLATES.get_template("headline.md.jinja").render(
-        suites=suites, claims=claims_report.one_line_each(all_summaries)
+        suites=suites, claims=claims_report.one_line_each(all_summaries, measured)
     )
 
 
@@ -115,7 +128,9 @@ def generated(all_summaries: dict[str, dict], suites: list[str], results_dir: Pa
     files = {}
     for suite in suites:
         files |= suite_files(all_summaries[suite], results_dir)
-    files[pages_dir(results_dir) / "claims.md"] = claims_report.page(all_summaries).encode()
+    files[pages_dir(results_dir) / "claims.md"] = claims_report.page(
+        all_summaries, measurements(results_dir)
+    ).encode()
     files[results_dir / ALGORITHMS_FILE] = algorithms_json().encode()
     return files
 
@@ -142,15 +157,15 @@ def write_suites(
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, content)
     if results_dir.resolve() == RESULTS_DIR.resolve():
-        for path, name, text in _blocks(all_summaries, readme, committed=True):
+        for path, name, text in _blocks(all_summaries, readme, results_dir):
             atomic_write_bytes(path, with_block(path.read_text(), name, text).encode())
 
 
-def _blocks(all_summaries: dict[str, dict], readme: Path, committed: bool) -> list[tuple[Path, str, str]]:
+def _blocks(all_summaries: dict[str, dict], readme: Path, results_dir: Path) -> list[tuple[Path, str, str]]:
     """The generated blocks of hand-written pages, (file, block name, content), for the files that exist: the
     README's headline, and for the committed results the cost table of docs/reproducing.md."""
-    blocks = [(readme, HEADLINE, headline(all_summaries))]
-    if committed:
+    blocks = [(readme, HEADLINE, headline(all_summaries, measurements(results_dir)))]
+    if results_dir.resolve() == RESULTS_DIR.resolve():
         blocks.append((REPRODUCING, "cost", TEMPLATES.get_template("cost.md.jinja").render(rows=cost_rows())))
     return [(path, name, text) for path, name, text in blocks if path.exists()]
 
@@ -165,7 +180,7 @@ def stale_files(results_dir: Path = RESULTS_DIR, readme: Path = README) -> list[
     all_summaries = summaries(results_dir)
     files = generated(all_summaries, list(all_summaries), results_dir)
     stale = [str(p) for p, content in files.items() if not p.exists() or p.read_bytes() != content]
-    blocks = _blocks(all_summaries, readme, committed=results_dir.resolve() == RESULTS_DIR.resolve())
+    blocks = _blocks(all_summaries, readme, results_dir)
     stale += [
         str(path)
         for path, name, text in blocks

@@ -1,7 +1,7 @@
 """Set a checkout's own benchmark runs beside the committed results of the same suite.
 
 The runner writes `<results dir>/<suite>.comparison.md` after a run outside the committed results folder:
-for every (task, column) of the new summary, the final deterministic return (mean +/- std over the seeds
+for every (task, column) of the new summary, the final deterministic return (mean +/- sample std over the seeds
 that ran) next to the committed one, so that a fresh clone re-running a suite sees at once whether it
 reproduces what the README reports.
 """
@@ -32,7 +32,7 @@ def comparison_markdown(suite: str, new: dict, committed: dict | None) -> str:
     lines = [
         f"# {suite}: this checkout's runs beside the committed results",
         "",
-        "Final deterministic return, mean ± std over seeds. Differences within a few std over 3 seeds are "
+        "Final deterministic return, mean ± sample std over seeds. Differences within a few std over 3 seeds are "
         "seed noise; a different CPU, GPU or package version can also move them.",
         "",
         "| task | column | these runs | committed |",

@@ -1,4 +1,4 @@
-"""A suite's learning curves as a PNG: one panel per task, mean ± one std band per column, as in the paper's
+"""A suite's learning curves as a PNG: one panel per task, mean ± one sample std band per column, as in the paper's
 figures (ablations add the step-clip fraction, fine-tuning suites the path KL to the clone)."""
 
 import io
@@ -9,7 +9,7 @@ from .summary import columns
 
 
 def plot(summary: dict) -> bytes | None:
-    """Learning curves, one panel per task, mean ± one std band per method (PNG bytes)."""
+    """Learning curves, one panel per task, mean ± one sample std band per method (PNG bytes)."""
     if summary["kind"] == "compute" or not summary["tasks"]:
         return None
     import matplotlib
@@ -43,7 +43,7 @@ def plot(summary: dict) -> bytes | None:
             if "step_clip_frac" in e:
                 x = np.asarray(e["step_clip_frac"]["env_steps"]) / 1e6
                 ax.plot(x, e["step_clip_frac"]["mean"], label=v, color=colors(variants.index(v) % 10), lw=1)
-        ax.set_title(f"step-clip fraction ({tasks[0]})")
+        ax.set_title(f"share of clipped generation steps ({tasks[0]})")
         ax.set_xlabel("env steps (M)")
         ax.grid(alpha=0.3)
     if finetune:

@@ -39,6 +39,8 @@ def markdown(summary: dict) -> str:
         comparison_table=_table(summary, variants, _comparison_cell) if compared else None,
         aggregate=_aggregate(summary),
         unrun=[t for t in summary.get("planned_tasks", []) if t not in summary["tasks"]],
+        unrun_columns=_unrun_columns(summary, variants),
+        references=_reference_verdicts(summary) if summary["kind"] == "benchmark" else [],
         constant=_constant_tasks(summary),
         probes=list(summary["exploration_probe"].values()),
         diverged=_diverged_runs(summary),
@@ -58,6 +60,7 @@ def markdown(summary: dict) -> str:
         ablation_rows=_ablation_rows(summary),
         clips=[
             f"{task} {_clip_text(e)}"
+            + (f", samples {_clip_text(e, 'sample_clip_frac')}" if "sample_clip_frac" in e else "")
             for task, entries in summary["tasks"].items()
             if (e := entries.get(PROPOSED)) and "step_clip_frac" in e
         ],
@@ -118,8 +121,8 @@ def _comparison_cell(entries: dict, e: dict) -> str:
     return (f"vs {c['over']}: " if c["of"] != PROPOSED else "") + comparison_text(c)
 
 
-def _clip_text(entry: dict) -> str:
-    clip = entry.get("step_clip_frac")
+def _clip_text(entry: dict, key: str = "step_clip_frac") -> str:
+    clip = entry.get(key)
     return f"{clip['mean_over_training']:.3f} ({clip['peak']:.3f})" if clip else "-"
 
 
@@ -141,6 +144,31 @@ def _aggregate(summary: dict) -> dict | None:
         ),
         "left_out": [f"{t} ({why})" for t, why in agg.get("left_out", {}).items()],
     }
+
+
+def _unrun_columns(summary: dict, variants: list[str]) -> list[str]:
+    """The suite's columns with no run on any task yet (a column just added), reference columns marked."""
+    return [
+        f"{c['name']} (reference)" if c["reference"] else c["name"]
+        for c in summary.get("planned_columns", [])
+        if c["name"] not in variants
+    ]
+
+
+def _reference_verdicts(summary: dict) -> list[tuple[str, list[str]]]:
+    """Where the proposed method stands against each reference column on each task, in words: the comparison
+    table's verdicts, read out for the columns that are not the paper's (so that no reader has to find them
+    among the paper columns' cells)."""
+    rows = []
+    for task, entries in summary["tasks"].items():
+        against = [
+            _verdict_words(v, e["comparison"])
+            for v, e in entries.items()
+            if e.get("reference") and e.get("comparison")
+        ]
+        if against:
+            rows.append((task, against))
+    return rows
 
 
 def _constant_tasks(summary: dict) -> list[str]:
@@ -219,7 +247,14 @@ def _finetune(summary: dict) -> dict:
         (task, [_verdict_words(v, e["comparison"]) for v, e in entries.items() if e.get("comparison")])
         for task, entries in summary["tasks"].items()
     ]
-    return {"rows": rows, "verdicts": verdicts}
+    budgets = [
+        f"| {task} | {v} | {b['starts_from']} | {b['own_env_steps']:,} | {b['before_at_most']:,} | "
+        f"{b['total_at_most']:,} |"
+        for task, entries in summary["tasks"].items()
+        for v, e in entries.items()
+        if (b := e.get("budget"))
+    ]
+    return {"rows": rows, "verdicts": verdicts, "budgets": budgets}
 
 
 def _verdict_words(column: str, c: dict) -> str:
@@ -255,7 +290,7 @@ def _ablation_rows(summary: dict) -> list[str]:
             ode = comparison_text(e["ode_vs_sde"]) if "ode_vs_sde" in e else "-"
             rows.append(
                 f"| {task} | {v} | {_fmt(det[-1] if det else None)} | {_fmt(sto[-1] if sto else None)} | "
-                f"{ode} | {_clip_text(e)} |"
+                f"{ode} | {_clip_text(e)} | {_clip_text(e, 'sample_clip_frac')} |"
             )
     return rows
 

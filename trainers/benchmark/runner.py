@@ -476,6 +476,7 @@ def collect_record(
         "final": {k: results[k] for k in ("mean", "std", "n_episodes", "deterministic", "env_steps")},
         "curve": curve,
         "step_clip_frac": _train_curve(trains, "train/step_clip_frac"),
+        "sample_clip_frac": _train_curve(trains, "train/sample_clip_frac"),
         "path_kl_init": _train_curve(trains, "train/path_kl_init"),
         "cost": cost,
         "concurrent_runs": jobs,

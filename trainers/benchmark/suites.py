@@ -123,9 +123,20 @@ _CPU_GYM_GEOMETRY = ("--rollout.num-envs", "32", "--rollout.unroll-length", "64"
 _CPU_GYM_TASKS = ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Swimmer-v5")
 # Tuned SB3 PPO as a reference column: its own preset and geometry, the suite's evaluation.
 _ZOO_COLUMN = Variant("sb3_ppo:zoo", "ppo", preset="zoo", shared_geometry=False)
+# FPO++ as a reference column: its preset (FlowRL's column on Gym, Table 1's FPO column with FPO++'s objective
+# on Playground) in the suite's geometry, like a paper column, but judged only against GSB-MDPO.
+_FPO_PP_COLUMN = Variant("fpo_pp", "fpo_pp")
 _CPU_GYM_EVAL = ("--eval.interval-steps", "0", "--eval.num-evals", "10")
 _CPU_GYM_PROTOCOL = "10 episodes in a vector env, deterministic (ODE / Gaussian mean), 10 evaluations"
 """What `_CPU_GYM_EVAL` gives every column of the CPU Gymnasium suites."""
+# The paper's Gym run counted in gradient updates: 40M env steps in iterations of 1024 envs x 24 steps (1,628 of
+# them, rounded up as the trainers round), each 4 epochs x 4 minibatches = 16 updates, as cpu-gym's are.
+PAPER_GYM_ITERATIONS = -(-40_000_000 // (1024 * 24))
+_CPU_GYM_STEPS_PER_ITERATION = 32 * 64
+PAPER_UPDATES_ARGS = ("--optim.cosine-decay-steps", str(PAPER_GYM_ITERATIONS * _CPU_GYM_STEPS_PER_ITERATION))
+"""GSB-MDPO's cosine laid out over the paper's number of gradient updates in cpu-gym's geometry (3,334,144 env
+steps): at every update its learning rate is the paper's run's at the same update; a 1M-step run stops after
+489 of the 1,628 iterations, 30% of the way, at 79% of the peak rate (cpu-gym's own run has decayed to 0)."""
 # CPU geometry for Playground tasks: 256 envs x 30 steps x 4 unrolls, 8 minibatches of 128 sequences, 16 epochs.
 _CPU_PLAYGROUND_GEOMETRY = ("--rollout.num-envs", "256", "--rollout.unrolls-per-iteration", "4",
                             "--rollout.num-minibatches", "8", "--eval.num-envs", "32")  # fmt: skip
@@ -143,6 +154,13 @@ _FINETUNE = ("--init-from", PRETRAINED, "--init.critic-warmup-steps", "8192")
 
 _SMALL = "trainers.benchmark.small_envs:"
 """Gymnasium imports this module (registering its envs) for the ids that start with it."""
+_FINETUNE_PRETRAINING = Pretraining(
+    demonstrator="gaussian_ppo",
+    demonstrator_steps=200_000,
+    episodes=30,
+    action_noise=0.1,
+    bc_args=(*_GSB_GYM_POLICY, "--steps", "5000"),
+)
 
 
 def _finetune_variants() -> tuple[Variant, ...]:
@@ -171,6 +189,15 @@ def _finetune_variants() -> tuple[Variant, ...]:
         Variant("fpo", "fpo", (*_FINETUNE, *_GSB_GYM_POLICY, "--algo.no-clip-iterates")),
         Variant("dppo", "dppo", (*_FINETUNE, *_GSB_GYM_POLICY, "--algo.no-time-reversed", "--algo.no-ddpm")),
         Variant("gsb_mdpo:scratch", "gsb_mdpo"),
+        # Keep training the demonstrator for the fine-tuning budget: Gaussian PPO from scratch for the
+        # demonstrator's steps plus the budget (a later --total-steps wins over the runner's). Seed 0 is the
+        # demonstrator's own run continued (same preset, geometry and seed; the evaluations do not touch the
+        # training stream); seeds 1 and 2 are the same recipe with other seeds.
+        Variant(
+            "gaussian_ppo:demonstrator-continued",
+            "gaussian_ppo",
+            ("--total-steps", str(_FINETUNE_PRETRAINING.demonstrator_steps + _FINETUNE_STEPS)),
+        ),
     )
 
 
@@ -212,7 +239,8 @@ SUITES: dict[str, Suite] = {
         Suite(
             name="cpu-gym",
             description="Four Gymnasium MuJoCo v5 tasks on a 2-core CPU; each method's Table 2 column with a "
-            "smaller rollout geometry, both published forms of FPO and DPPO, and tuned SB3 PPO for reference.",
+            "smaller rollout geometry, both published forms of FPO and DPPO, and FPO++ and tuned SB3 PPO for "
+            "reference.",
             tasks=_CPU_GYM_TASKS,
             total_steps=1_000_000,
             seeds=(0, 1, 2),
@@ -223,6 +251,7 @@ SUITES: dict[str, Suite] = {
                 Variant("fpo", "fpo"),
                 Variant("fpo:flowrl", "fpo", ("--algo.positive-advantages-only",)),
                 *_methods("genpo", "gsb_mdpo"),
+                _FPO_PP_COLUMN,
                 _ZOO_COLUMN,
             ),
             args=_CPU_GYM_GEOMETRY,
@@ -232,8 +261,9 @@ SUITES: dict[str, Suite] = {
             "GenPO takes <= 30 min on 2 cores (the per-task cost table below gives the measured minutes); GenPO's "
             "two-network coupling flow costs several times GSB-MDPO's per step (compute-cpu), so its runs take longer. `fpo` is the FPO paper's surrogate (both advantage signs), "
             "`fpo:flowrl` FlowRL's positive-advantages-only form; `dppo` clamps each action dimension's "
-            "log-density before averaging (official DPPO), `dppo:clamp-mean` clamps the average; `sb3_ppo:zoo` is "
-            "Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
+            "log-density before averaging (official DPPO), `dppo:clamp-mean` clamps the average; `fpo_pp` is FPO++ "
+            "(FlowRL's column: 64 flow steps and 16 flow-matching draws per action, so a run costs about twice "
+            "FPO's; a reference column, not a paper method); `sb3_ppo:zoo` is Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
             "column, not a paper method, and outside that sizing: its one-env geometry's many small updates cost "
             "more per env step, so its slowest task takes longer)",
         ),
@@ -241,7 +271,7 @@ SUITES: dict[str, Suite] = {
             name="cpu-playground",
             description="Five MuJoCo Playground tasks on a 2-core CPU (three of the four where the paper claims "
             "clear gains: FingerSpin, BallInCup and FingerTurnEasy); each method's Table 1 column with a smaller "
-            "rollout geometry.",
+            "rollout geometry, and FPO++ (Table 1's FPO column with FPO++'s objective) for reference.",
             # FingerTurnHard, the fourth, is left to the GPU suite: it is FingerTurnEasy's model and sparse reward
             # (1 only while the tip is inside the target) with a smaller target (radius 0.03 against 0.07), so it
             # would cost as many CPU hours for a rarer signal.
@@ -249,7 +279,7 @@ SUITES: dict[str, Suite] = {
             total_steps=3_000_000,
             seeds=(0, 1, 2),
             preset="playground",
-            variants=_methods(*PAPER_METHODS),
+            variants=(*_methods(*PAPER_METHODS), _FPO_PP_COLUMN),
             args=_CPU_PLAYGROUND_GEOMETRY,
             eval_protocol="32 fresh envs x one 1000-step episode, deterministic (ODE / Gaussian mean), 10 evaluations",
             budget_note="3M env steps: 1/20 of the paper's budget, sized so that one run of every method but GenPO "
@@ -315,6 +345,57 @@ SUITES: dict[str, Suite] = {
             kind="ablation",
         ),
         Suite(
+            name="walker2d-causes-cpu-gym",
+            description="Why GSB-MDPO trails Gaussian PPO on Walker2d-v5 in cpu-gym: the cheapest runs that "
+            "separate three causes. The schedule: `gaussian_ppo:cosine-lr` gives Gaussian PPO GSB-MDPO's cosine "
+            "decay of the actor's rate to 0 over the run (judged against `gaussian_ppo`). The budget in updates: "
+            "`gsb_mdpo:paper-updates` lays its cosine out over the paper's number of gradient updates (1,628 "
+            "iterations of 16) and is read at 1M env steps, 30% of the way, where the paper's run has the same "
+            "rate. The sampler: Table 2's (sigma from 3.0 to 0.3 over 16 steps, a^(0) ~ N(0, 1)) gives an untrained "
+            "policy an action std of about 2.2, so about 64% of action coordinates start beyond the clip at +-1; "
+            "`gsb_mdpo:sigma-max=1` starts at about 1.2 (41%). `gsb_mdpo` and `gaussian_ppo` are cpu-gym's runs; "
+            "the GSB-MDPO variants are judged against `gsb_mdpo`.",
+            tasks=("Walker2d-v5",),
+            total_steps=1_000_000,
+            seeds=(0, 1, 2),
+            preset="gym",
+            variants=(
+                Variant("gsb_mdpo", "gsb_mdpo"),
+                Variant("gaussian_ppo", "gaussian_ppo"),
+                Variant(
+                    "gaussian_ppo:cosine-lr", "gaussian_ppo", ("--optim.actor-cosine-decay",), "gaussian_ppo"
+                ),
+                Variant("gsb_mdpo:sigma-max=1", "gsb_mdpo", ("--policy.sigma-max", "1.0")),
+                Variant("gsb_mdpo:paper-updates", "gsb_mdpo", PAPER_UPDATES_ARGS),
+            ),
+            args=_CPU_GYM_GEOMETRY,
+            eval_args=_CPU_GYM_EVAL,
+            eval_protocol=_CPU_GYM_PROTOCOL,
+            budget_note="1M env steps, as cpu-gym",
+            kind="ablation",
+        ),
+        Suite(
+            name="clip-fraction-cpu-gym",
+            description="The paper's App. C.2 clip-fraction diagnostic on HalfCheetah-v5: `gsb_mdpo:paper-updates` "
+            "lays GSB-MDPO's cosine out over the paper's number of gradient updates, so at each update its rate is "
+            "the paper's run's, and logs the share of rollout samples with a clipped step (what App. C.2 counts); "
+            "`gsb_mdpo` is cpu-gym's run, whose cosine spans its own 1M steps (its rate reaches 0), for the "
+            "schedule's effect.",
+            tasks=("HalfCheetah-v5",),
+            total_steps=1_000_000,
+            seeds=(0, 1, 2),
+            preset="gym",
+            variants=(
+                Variant("gsb_mdpo", "gsb_mdpo"),
+                Variant("gsb_mdpo:paper-updates", "gsb_mdpo", PAPER_UPDATES_ARGS),
+            ),
+            args=_CPU_GYM_GEOMETRY,
+            eval_args=_CPU_GYM_EVAL,
+            eval_protocol=_CPU_GYM_PROTOCOL,
+            budget_note="1M env steps, as cpu-gym (the paper's figure: 40M steps, 2 seeds)",
+            kind="ablation",
+        ),
+        Suite(
             name="zoo-geometry-cpu-gym",
             description="Where tuned SB3 PPO's edge over the paper's columns comes from: rl-baselines3-zoo's "
             "geometry (one env, 512-2048 steps per update, 5-20 epochs of 32-64-transition minibatches: 20-80 times "
@@ -349,7 +430,8 @@ SUITES: dict[str, Suite] = {
             name="finetune-cpu-gym",
             description="Fine-tuning from demonstrations on two Gymnasium tasks: a flow policy cloned from a "
             "medium Gaussian PPO policy's episodes, then fine-tuned by GSB-MDPO (three lambdas), FPO and DPPO, "
-            "against the clone alone and GSB-MDPO from scratch at the same budget.",
+            "against the clone alone, GSB-MDPO from scratch and the demonstrator itself trained on, each for the "
+            "same fine-tuning budget.",
             tasks=("Hopper-v5", "HalfCheetah-v5"),
             total_steps=_FINETUNE_STEPS,
             seeds=(0, 1, 2),
@@ -361,14 +443,11 @@ SUITES: dict[str, Suite] = {
             budget_note="100k env steps per run after the demonstrations: the demonstrator is cpu-gym's Gaussian "
             "PPO stopped at 200k steps (seed 0), 30 episodes recorded with action noise 0.1, one clone per seed "
             "(5,000 bridge-matching steps); `bc` is that clone scored under the same protocol (its network frozen; its observation normaliser follows the rollouts as in every run, which alone moves it by the path KL shown), "
-            "`gsb_mdpo` the fine-tuning at the preset's lambda = 0.08, `gsb_mdpo:scratch` a fresh actor",
-            pretraining=Pretraining(
-                demonstrator="gaussian_ppo",
-                demonstrator_steps=200_000,
-                episodes=30,
-                action_noise=0.1,
-                bc_args=(*_GSB_GYM_POLICY, "--steps", "5000"),
-            ),
+            "`gsb_mdpo` the fine-tuning at the preset's lambda = 0.08, `gsb_mdpo:scratch` a fresh actor, "
+            "`gaussian_ppo:demonstrator-continued` the demonstrator trained on for the same 100k steps (300k in "
+            "all; seed 0 continues the demonstrator's own run, seeds 1-2 repeat its recipe with other seeds). The "
+            "budget table counts the demonstrator's and the demonstrations' env steps",
+            pretraining=_FINETUNE_PRETRAINING,
             kind="finetune",
         ),
         Suite(

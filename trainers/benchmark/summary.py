@@ -1,9 +1,10 @@
 """A suite's summary (`hub_cards/results/<suite>.json`) from its ledger: per task and column, the seeds, the
-final return's mean and population std across seeds, its interquartile mean and the probability of improvement
+final return's mean and sample std (ddof = 1) across seeds, its interquartile mean and the probability of improvement
 with their bootstrap intervals (`stats`), the curves at each evaluation point, the cost and the hardware; per
 suite, the aggregate IQM over tasks. The schema is described in hub_cards/results/README.md.
 """
 
+import datetime
 import statistics
 
 import numpy as np
@@ -11,11 +12,12 @@ import numpy as np
 from ..registry import PROPOSED
 from . import stats, targets
 from .ledger import hardware_label, shared_machine
+from .pretraining import uses_pretrained
 from .suites import SUITES
 
 
 def _curve(records: list[dict], key: str) -> dict:
-    """Mean and population std across seeds at the evaluation points every seed has, and each seed's value
+    """Mean and sample std (`sample_std`) across seeds at the evaluation points every seed has, and each seed's value
     at the last of them (`last_per_seed`: what the ODE-vs-SDE comparison pairs up)."""
     common = sorted(set.intersection(*(set(r["curve"]["env_steps"]) for r in records)))
     per_seed = []
@@ -25,8 +27,15 @@ def _curve(records: list[dict], key: str) -> dict:
     if not common or any(v is None for row in per_seed for v in row):
         return {"env_steps": [], "mean": [], "std": [], "last_per_seed": []}
     values = np.asarray(per_seed, dtype=float)
-    return {"env_steps": common, "mean": _round(values.mean(0)), "std": _round(values.std(0)),
+    return {"env_steps": common, "mean": _round(values.mean(0)), "std": _round(sample_std(values)),
             "last_per_seed": _round(values[:, -1])}  # fmt: skip
+
+
+def sample_std(values) -> np.ndarray:
+    """The sample std across seeds (axis 0, ddof = 1: the unbiased variance's root), what "±" means on every
+    page; 0 with one seed, which the pages print as "(1 seed)" with no spread."""
+    values = np.asarray(values, dtype=float)
+    return values.std(0, ddof=1) if len(values) > 1 else np.zeros(values.shape[1:])
 
 
 def _round(values) -> list[float]:
@@ -55,12 +64,13 @@ def _entry(runs: list[dict]) -> dict:
         "method": runs[0]["method"],
         "seeds": [r["seed"] for r in runs],
         "final_mean": round(float(finals.mean()), 3),
-        "final_std": round(float(finals.std()), 3),
+        "final_std": round(float(sample_std(finals)), 3),
         "final_per_seed": _round(finals),
         **stats.iqm_interval(finals),
         "curve": _curve(runs, "deterministic"),
         "curve_stochastic": _curve(runs, "stochastic"),
         **_cost(runs),
+        "started_first": _started_first(runs),
         "reused_from": sorted({r["reused_from"] for r in runs if r.get("reused_from")}),
         "constant_return": _constant_return(runs),
         "diverged": [
@@ -74,10 +84,25 @@ def _entry(runs: list[dict]) -> dict:
             if "diverged" in r
         ],
     }
-    for name, series in (("path_kl_init", _path_kl(runs)), ("step_clip_frac", _clip_fraction(runs))):
+    series_of = (("path_kl_init", _path_kl(runs)), ("step_clip_frac", _clip_fraction(runs, "step_clip_frac")),
+                 ("sample_clip_frac", _clip_fraction(runs, "sample_clip_frac")))  # fmt: skip
+    for name, series in series_of:
         if series is not None:
             entry[name] = series
     return entry
+
+
+def _started_first(runs: list[dict]) -> str | None:
+    """When the earliest of the runs started (its finish time less its end-to-end wall-clock, which counts
+    every attempt, so this is never later than the real start), ISO 8601 UTC; None if a run has no finish
+    time. The claims page compares it with the commit of the rule that judges the runs."""
+    if any("finished" not in r for r in runs):
+        return None
+    starts = [
+        datetime.datetime.fromisoformat(r["finished"]) - datetime.timedelta(seconds=r["cost"]["wall_s"])
+        for r in runs
+    ]
+    return min(starts).astimezone(datetime.UTC).isoformat(timespec="seconds")
 
 
 def _cost(runs: list[dict]) -> dict:
@@ -121,12 +146,14 @@ def _path_kl(runs: list[dict]) -> dict | None:
         "mean": _round(values.mean(0)),
         "final_per_seed": _round(values[:, -1]),
         "final_mean": _round(values[:, -1].mean())[0],
-        "final_std": _round(values[:, -1].std())[0],
+        "final_std": _round(sample_std(values[:, -1]))[0],
     }
 
 
-def _clip_fraction(runs: list[dict]) -> dict | None:
-    clips = [r["step_clip_frac"] for r in runs if r.get("step_clip_frac")]
+def _clip_fraction(runs: list[dict], key: str) -> dict | None:
+    """A clip-fraction series across seeds: `step_clip_frac` (the share of generation steps whose log-ratio is
+    clipped) or `sample_clip_frac` (the share of rollout samples with at least one clipped step)."""
+    clips = [r[key] for r in runs if r.get(key)]
     if not clips:
         return None
     env_steps, values = _aligned(clips)
@@ -219,6 +246,48 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
     }
 
 
+def _demonstrator_steps(suite, task: str) -> int:
+    """The env steps the demonstrator's run took: its `demonstrator_steps` rounded up to whole iterations of
+    the suite's geometry, as its trainer rounds them."""
+    import importlib
+
+    from .._core.cli import parse
+
+    module = importlib.import_module(f"trainers.{suite.pretraining.demonstrator}")
+    argv = [
+        "--preset",
+        suite.preset,
+        "--env",
+        task,
+        "--total-steps",
+        str(suite.pretraining.demonstrator_steps),
+    ]
+    args = parse(module.Args, module.PRESETS, suite.preset, "", [*argv, *suite.args])
+    return args.num_iterations * args.rollout.steps_per_iteration
+
+
+def budget(suite, variant, task: str, own_steps: int) -> dict:
+    """A fine-tuning column's env steps with what came before its run counted: a column started from the clone
+    owes the demonstrator's run and the demonstrations (at most the episodes times the task's time limit), the
+    continued demonstrator's own run holds the demonstrator's steps already, a column from scratch owes
+    nothing."""
+    import gymnasium
+
+    spec = suite.pretraining
+    if uses_pretrained(variant.args):
+        before = _demonstrator_steps(suite, task) + spec.episodes * gymnasium.spec(task).max_episode_steps
+        starts = "the clone"
+    elif variant.method == spec.demonstrator:
+        before, starts = (
+            0,
+            f"nothing: the demonstrator's run continued ({spec.demonstrator_steps:,} steps of it)",
+        )
+    else:
+        before, starts = 0, "scratch"
+    return {"starts_from": starts, "own_env_steps": own_steps, "before_at_most": before,
+            "total_at_most": own_steps + before}  # fmt: skip
+
+
 def summarize(
     suite_name: str, records: list[dict], probes: dict[str, dict] | None = None, floors: dict | None = None
 ) -> dict:
@@ -243,6 +312,8 @@ def summarize(
         for variant in sorted(by_variant, key=lambda v: order.get(v, len(order))):
             entry = _entry(sorted(by_variant[variant], key=lambda r: r["seed"]))
             entry["reference"] = variant in order and suite.variant(variant).reference
+            if suite.pretraining is not None and variant in order:
+                entry["budget"] = budget(suite, suite.variant(variant), task, entry["env_steps"])
             if suite.kind == "ablation" and entry["curve_stochastic"]["last_per_seed"]:
                 entry["ode_vs_sde"] = stats.compare(
                     entry["curve"]["last_per_seed"], entry["curve_stochastic"]["last_per_seed"]

@@ -5,11 +5,10 @@ the exponential tilt p*(x) proportional to p_old(x) exp(A(x) / beta) (Propositio
    to a four-mode Gaussian mixture by discrete Brownian-bridge matching.
 2. A quadrant-wise preference A(x), largest in quadrant III; the target quadrant masses are the old
    policy's (estimated by sampling) times exp(A_q / beta), normalised.
-3. GSB-MDPO updates: K mirror-descent iterations with lambda = K * beta, whose tilts exp(A / lambda)
-   compose to exactly one tilt by exp(A / beta) (P_K proportional to P_0 exp(sum_k A / (K beta))); each
-   iteration samples old paths and takes gradient steps on the clipped path-ratio loss (eqs. 19-20)
-   reusing them. The update is the paper's; what each iteration is fed as its advantage is the toy's
-   choice (`track_tilt_path`, below).
+3. GSB-MDPO updates, as the paper states them: K mirror-descent iterations with lambda = K * beta, whose tilts
+   exp(A / lambda) compose to exactly one tilt by exp(A / beta) (P_K proportional to P_0 exp(sum_k A / (K beta)));
+   each iteration samples old paths, is fed the advantage A of their terminal actions and takes gradient steps
+   on the clipped path-ratio loss (eqs. 19-20) reusing them. This is the default, and the reproduction.
 
     python -m trainers.experiments.toy_tilt [--beta 0.5] [--preference 1.5 0.5 0 0.5] [--out runs/toy_tilt.png]
     python -m trainers.experiments.toy_tilt --sweep   # beta x preferred quadrant x seed; resumable
@@ -20,32 +19,33 @@ run log hub_cards/results/raw/toy_tilt_sweep.jsonl;
 each progress line of an iteration shows the masses it starts from and the masses it aims at, so the next
 line shows how far it got.
 
-What limits sharp tilts, and the closed loop (every run is in the sweep's log; its summary gives each
-setting's mean L1 and coverage, the share of its own aim an iteration realised):
+What limits the tilt (every run is in the sweep's log; its summary gives each setting's mean L1 and coverage,
+the share of its own aim an iteration realised):
 - One iteration falls short of its tilt whatever its optimizer: about 0.82 of it with these settings, 0.74-0.86
   in every setting measured. The cause is the policy class. A drift change only shifts the mean of each
   Gaussian step (the prior a^(0) and the step variances are fixed), so it can tilt the law of the paths only by
   functions linear in each step's noise. `trainers.experiments.toy_reachable` measures, under the old policy,
   the share of Var(A) that such tilts reach to first order: about 0.85 (coarser steps: less); the rest is the
   fixed prior (about 1%) and the part of each step that is nonlinear in its noise.
-- Open loop (`--no-track-tilt-path`: every iteration is fed A): the shortfalls compound, so the policy ends
-  at about p_old exp(0.8 A / beta), and the sharper the tilt the larger the error. No optimizer setting
-  moves this: more or fewer updates, rates, widths, minibatches, paths per iteration and generation steps
-  were measured (the sweep summary's "Other settings measured"); K = 2 or 4 is worse (a large tilt also
-  runs into the path clip, and then the sample objective is exploited: with c_path = 3, 87% of paths end
-  beyond the clip and the masses overshoot).
-- Closed loop (the default): iteration k aims at the point p_old exp(k A / (K beta)) of the tilt path from
-  the masses the policy has, estimated on a fresh sample, by being fed lambda log(aim / masses) per quadrant
-  (`tilt_path_advantage`): the paper's A plus the log-mass each quadrant fell behind, times lambda. What one
-  iteration cannot reach is carried into the next aim instead of compounding, and the last iteration aims at
-  p* itself, so only its own shortfall remains. The update, its clips and its KL weight are unchanged; the
-  feedback needs the quadrant masses, which here are the whole of what the tilt changes (A is constant on
-  each quadrant, so p* / p_old is too).
-The sweep table (docs/benchmarks/toy_tilt_sweep.md) gives both loops over beta in {0.5, 1, 2}, each quadrant
-preferred and three seeds.
+- So the paper's update, each iteration fed A, compounds the shortfalls: the policy ends at about
+  p_old exp(0.8 A / beta), and the sharper the tilt the larger the error. No optimizer setting moves this:
+  more or fewer updates, rates, widths, minibatches, paths per iteration and generation steps were measured
+  (the sweep summary's "Other settings measured"); K = 2 or 4 is worse (a large tilt also runs into the path
+  clip, and then the sample objective is exploited: with c_path = 3, 87% of paths end beyond the clip and the
+  masses overshoot).
+
+An extension, not the paper's algorithm (`--target-mass-feedback`): iteration k is fed lambda log(aim / masses)
+per quadrant (`tilt_path_advantage`), where the masses are the current policy's quadrant masses measured on a
+fresh sample and the aim is the point p_old exp(k A / (K beta)) of the target's tilt path. That uses target
+information the paper's update does not have (the quadrant masses, which here are the whole of what the tilt
+changes, and where the target puts them), so it is a controller steering toward the target, not GSB-MDPO: it
+carries what one iteration cannot reach into the next aim, and its L1 error is far below the paper's. The
+update, its clips and its KL weight are unchanged. The sweep table gives the paper's algorithm as the
+reproduction and the extension in its own, labelled row.
 """
 
 import dataclasses
+import datetime
 import functools
 import hashlib
 import json
@@ -64,7 +64,7 @@ from gsbpolicy._files import atomic_write_text
 from gsbpolicy._internal import sample_noise
 from trainers._core.bridge_matching import bridge_matching_loss, fit
 from trainers._core.cli import fail, tyro_cli
-from trainers._core.runlog import read_jsonl
+from trainers._core.runlog import git_commit, read_jsonl
 from trainers.benchmark.aggregate import pages_dir
 from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 
@@ -102,13 +102,13 @@ class Args:
     iterations: int = 8
     """Mirror-descent iterations K (lambda = K * beta each). Many small tilts: each iteration falls short
     of its own tilt, and a large one (sharp beta, small K) also runs into the path clip."""
-    track_tilt_path: bool = True
-    """Closed loop: iteration k (of K) aims at the point p_old exp(k A / (K beta)) of the tilt path from the
-    quadrant masses the policy actually has, by feeding the GSB-MDPO update the quadrant-wise advantage
-    lambda log(aim / masses), which is the paper's A plus a correction that is zero when the earlier
-    iterations realised their tilts exactly. The share of a tilt one iteration cannot reach is then carried
-    into the next aim instead of compounding, and the last iteration aims at p* itself. False: open loop,
-    every iteration is fed A and tilts by exp(A / lambda) from wherever it is."""
+    target_mass_feedback: bool = False
+    """Extension, not the paper's algorithm: feed iteration k (of K) the quadrant-wise advantage
+    lambda log(aim / masses), where `masses` are the current policy's quadrant masses measured on a fresh sample
+    and `aim` is the point p_old exp(k A / (K beta)) of the target's tilt path. It uses target information the
+    paper's update does not have (the quadrant masses and where the target puts them): a controller toward the
+    target, whose error is not the paper's algorithm's. False (the default): the paper's update, every
+    iteration fed the advantage A."""
     updates_per_iteration: int = 150
     """Gradient steps per iteration, each on a minibatch of the iteration's stored old paths (300 gave
     no better iterations than 150)."""
@@ -140,6 +140,9 @@ class Args:
     """Preferred quadrants of the sweep (1..4 for I..IV)."""
     sweep_seeds: tuple[int, ...] = (0, 1, 2)
     """Seeds of the sweep."""
+    rerun: bool = False
+    """With --sweep: run the selected cells again even when the log has them under these settings (the new
+    record supersedes the old: a cell reproduced at the current commit)."""
     results_dir: Path = Path("hub_cards/results")
     """Where the sweep writes toy_tilt_sweep.json and its run log raw/toy_tilt_sweep.jsonl (its page goes to the
     documentation for the committed results, beside them otherwise)."""
@@ -147,7 +150,10 @@ class Args:
 
 RUN_FIELDS = ("beta", "preference", "seed")
 """What one sweep cell varies; every other result-affecting field is a setting."""
-OUTPUT_FIELDS = ("out", "cache_dir", "sweep", "sweep_betas", "sweep_quadrants", "sweep_seeds", "results_dir")
+OUTPUT_FIELDS = ("out", "cache_dir", "sweep", "sweep_betas", "sweep_quadrants", "sweep_seeds", "rerun",
+                 "results_dir")  # fmt: skip
+LEGACY_SETTINGS = {"track_tilt_path": "target_mass_feedback"}
+"""Settings renamed since runs were logged under the old name (same meaning), read under the new name."""
 PRETRAIN_FIELDS = ("mode_std", "sigma_max", "sigma_min", "num_steps", "width", "depth", "pretrain_steps")
 
 
@@ -204,9 +210,9 @@ def prior_limited_masses(policy: FlowPolicy, tilt: np.ndarray, key, priors: int 
     """Quadrant masses of the exact path tilt under the fixed prior (the policy cannot reweight a^(0)): for
     each of `priors` draws of a^(0), the old policy's quadrant masses given that draw, tilted and
     normalised, then averaged. Equals the target when a^(N) is independent of a^(0); the gap between the
-    two is what an update that tilts every path as p* does would still miss. An update aimed at the
-    quadrant masses themselves (the closed loop) can tilt more given some draws to make up for others, so
-    it is not bound by this gap."""
+    two is what an update that tilts every path as p* does would still miss. The target-mass feedback
+    extension aims at the quadrant masses themselves, so it can tilt more given some draws to make up for
+    others, and is not bound by this gap."""
     noise = sample_noise(key, policy.spec, (priors, paths))
     noise = noise.at[:, :, 0].set(jnp.broadcast_to(noise[:, :1, 0], noise[:, :, 0].shape))  # a^(0) per group
     x = _terminal(policy, noise.reshape(priors * paths, *noise.shape[2:])).reshape(priors, paths, 2)
@@ -300,9 +306,9 @@ def tilt_path_advantage(preference, lam: float, path_start, now, iteration: int)
 
 def gsb_mdpo_updates(policy: FlowPolicy, args: Args, key, clock: Clock | None = None):
     """K GSB-MDPO iterations with a quadrant-wise advantage of the terminal action (no critic needed): the
-    paper's A, or with `args.track_tilt_path` the advantage that aims at the next point of the tilt path
+    paper's A, or with `args.target_mass_feedback` (the extension) the advantage that aims at the next point of the tilt path
     from the masses the policy has. The path starts from the masses of the policy given, estimated on a
-    sample of its own: not the one the evaluation's target comes from, so that the closed loop is not
+    sample of its own: not the one the evaluation's target comes from, so that the extension is not
     steered toward that estimate's sampling error.
 
     Returns the updated policy and, per iteration, the quadrant masses of its old paths, the masses it
@@ -316,9 +322,9 @@ def gsb_mdpo_updates(policy: FlowPolicy, args: Args, key, clock: Clock | None = 
     for iteration, iteration_key in enumerate(jax.random.split(key, args.iterations)):
         collect_key, update_key = jax.random.split(iteration_key)
         current = eqx.combine(params, static)
-        if args.track_tilt_path:
+        if args.target_mass_feedback:
             # Masses from a large fresh sample: the aim's error is the error of these estimates.
-            masses_key = jax.random.fold_in(iteration_key, 1)  # the open loop's keys stay as they were
+            masses_key = jax.random.fold_in(iteration_key, 1)  # the paper's update's keys stay as they are
             now = masses(sample_terminal(current, masses_key, args.eval_samples))
             now = np.maximum(now, 1 / args.eval_samples)
             path_start = now if path_start is None else path_start
@@ -457,14 +463,49 @@ class SweepLogError(ValueError):
     """The sweep's run log cannot be read."""
 
 
+def read_log(path: Path) -> list[dict]:
+    """The sweep's run log, settings renamed since a run was logged read under their present names
+    (`LEGACY_SETTINGS`)."""
+    records = read_jsonl(path, SweepLogError)
+    for r in records:
+        r["settings"] = {LEGACY_SETTINGS.get(k, k): v for k, v in r["settings"].items()}
+    return records
+
+
+def _cell(r: dict) -> tuple:
+    return r["beta"], tuple(r["preference"]), r["seed"]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _run_cell(args: Args, cell: tuple, clock: Clock) -> dict:
+    """One sweep run and its log record: the result, its seconds (pretraining apart), when it started and
+    finished, and the commit it ran at."""
+    beta, preference, seed = cell
+    started, start = _now(), time.perf_counter()
+    result = run(dataclasses.replace(args, beta=beta, preference=preference, seed=seed, out=None), clock)
+    return {
+        "settings": settings(args), "beta": beta, "preference": list(preference), "seed": seed,
+        "l1": result["l1"], "prior_floor_l1": result["prior_floor_l1"], "old": result["old"].tolist(),
+        "target": result["target"].tolist(), "learned": result["learned"].tolist(),
+        "iterations": result["iterations"],
+        "seconds": round(time.perf_counter() - start - result["pretrain_seconds"], 1),
+        "pretrain_seconds": result["pretrain_seconds"], "started": started, "finished": _now(),
+        "git": git_commit(),
+    }  # fmt: skip
+
+
 def sweep(args: Args) -> dict:
-    """Every (beta, preferred quadrant, seed) of the sweep not yet in the run log under these settings;
-    each finished run is saved before the next starts. Returns the summary (also written as .json/.md)."""
+    """Every (beta, preferred quadrant, seed) of the sweep not yet in the run log under these settings (with
+    `rerun`, every one); each finished run is saved before the next starts. Returns the summary (also written
+    as .json/.md)."""
     clock = Clock()
     log_path = sweep_log_path(args)
-    records = read_jsonl(log_path, SweepLogError)
+    records = read_log(log_path)
     current = settings(args)
-    done = {(r["beta"], tuple(r["preference"]), r["seed"]) for r in records if r["settings"] == current}
+    done = set() if args.rerun else {_cell(r) for r in records if r["settings"] == current}
     # Seed by seed, so that an interrupted sweep has already covered the whole grid with fewer seeds.
     grid = [
         (beta, rotate_preference(args.preference, q), seed)
@@ -474,21 +515,13 @@ def sweep(args: Args) -> dict:
     ]
     todo = [cell for cell in grid if cell not in done]
     print(f"{clock()} sweep of {len(grid)} runs: {len(grid) - len(todo)} already in {log_path}", flush=True)
-    for number, (beta, preference, seed) in enumerate(todo, 1):
+    for number, cell in enumerate(todo, 1):
         print(
-            f"{clock()} run {number}/{len(todo)}: beta {beta}, quadrant {preferred_quadrant(preference)} "
-            f"preferred, seed {seed}",
+            f"{clock()} run {number}/{len(todo)}: beta {cell[0]}, quadrant {preferred_quadrant(cell[1])} "
+            f"preferred, seed {cell[2]}",
             flush=True,
         )
-        start = time.perf_counter()
-        result = run(dataclasses.replace(args, beta=beta, preference=preference, seed=seed, out=None), clock)
-        records.append({
-            "settings": current, "beta": beta, "preference": list(preference), "seed": seed,
-            "l1": result["l1"], "prior_floor_l1": result["prior_floor_l1"], "old": result["old"].tolist(), "target": result["target"].tolist(),
-            "learned": result["learned"].tolist(), "iterations": result["iterations"],
-            "seconds": round(time.perf_counter() - start - result["pretrain_seconds"], 1),
-            "pretrain_seconds": result["pretrain_seconds"],
-        })  # fmt: skip
+        records.append(_run_cell(args, cell, clock))
         log_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(log_path, "".join(json.dumps(r) + "\n" for r in records))
     reachable = read_jsonl(reachable_log_path(args.results_dir), SweepLogError)
@@ -505,8 +538,13 @@ def _is_paper_setting(beta: float, preference) -> bool:
     return beta == 1.0 and tuple(preference) == PAPER_PREFERENCE
 
 
+def _sample_std(values) -> float:
+    """The sample std (ddof = 1), what "±" means on the page; 0 for one value."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
 def _grid(mine: list[dict]) -> list[dict]:
-    """Mean and std of L1 over seeds per beta and preferred quadrant, of the current settings' runs `mine`."""
+    """Mean and sample std of L1 over seeds per beta and preferred quadrant, of the current settings' runs `mine`."""
     by_cell: dict[tuple, list[dict]] = {}
     for r in mine:
         by_cell.setdefault((r["beta"], preferred_quadrant(r["preference"])), []).append(r)
@@ -518,7 +556,7 @@ def _grid(mine: list[dict]) -> list[dict]:
             "seeds": [r["seed"] for r in runs],
             "l1": [r["l1"] for r in runs],
             "l1_mean": float(np.mean([r["l1"] for r in runs])),
-            "l1_std": float(np.std([r["l1"] for r in runs])),
+            "l1_std": _sample_std([r["l1"] for r in runs]),
         }
         for (beta, q), runs in sorted(
             by_cell.items(), key=lambda item: (item[0][0], QUADRANTS.index(item[0][1]))
@@ -526,17 +564,18 @@ def _grid(mine: list[dict]) -> list[dict]:
     ]
 
 
-def _other_settings(records: list[dict], current: dict, mine: list[dict]) -> list[dict]:
-    """For every other setting in the log: what it changed, its mean L1, and the current settings' mean L1 on
-    the same runs (beta, preference, seed), sorted by mean L1."""
-    index = {(r["beta"], tuple(r["preference"]), r["seed"]): r["l1"] for r in mine}
+def _other_settings(records: list[dict], current: dict, mine: list[dict], skip=()) -> list[dict]:
+    """For every other setting in the log (but `skip`, shown on their own): what it changed, its mean L1, and
+    the current settings' mean L1 on the same runs (beta, preference, seed), sorted by mean L1."""
+    index = {_cell(r): r["l1"] for r in mine}
     others: dict[str, list[dict]] = {}
     for r in records:
-        if r["settings"] != current:
+        if r["settings"] != current and r["settings"] not in skip:
             others.setdefault(json.dumps(r["settings"], sort_keys=True), []).append(r)
+    others = {key: _latest(runs, runs[0]["settings"]) for key, runs in others.items()}
     rows = []
     for key, runs in others.items():
-        paired = [index.get((r["beta"], tuple(r["preference"]), r["seed"])) for r in runs]
+        paired = [index.get(_cell(r)) for r in runs]
         rows.append(
             {
                 "changed": {k: v for k, v in json.loads(key).items() if current.get(k) != v},
@@ -551,33 +590,95 @@ def _other_settings(records: list[dict], current: dict, mine: list[dict]) -> lis
     return sorted(rows, key=lambda row: row["l1_mean"])
 
 
-def summarize(records: list[dict], current: dict, base_preference, reachable: list[dict] = ()) -> dict:
-    """The current settings' grid (mean and std of L1 over seeds per beta and preferred quadrant), for
-    every other setting in the log its mean L1 next to the current settings' on the same runs, and the
-    drift-reachable shares measured by `toy_reachable` (`reachable`: its log) with what they imply."""
-    mine = [r for r in records if r["settings"] == current]
-    grid = _grid(mine)
-    other_rows = _other_settings(records, current, mine)
-    paper = [r["l1"] for r in mine if _is_paper_setting(r["beta"], r["preference"])]
-    pretrained = [r["pretrain_seconds"] for r in mine if r["pretrain_seconds"]]
-    floors = [r["prior_floor_l1"] for r in mine if "prior_floor_l1" in r]
+def _latest(records: list[dict], wanted: dict) -> list[dict]:
+    """The runs logged under settings `wanted`, the latest record of each cell (a rerun supersedes)."""
+    return list({_cell(r): r for r in records if r["settings"] == wanted}.values())
+
+
+def _reruns(records: list[dict], current: dict) -> list[dict]:
+    """Cells of the current settings run more than once (`--rerun`): every L1 in log order (the last is the
+    one the tables use) and the commit of each run where it was recorded."""
+    by_cell: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r["settings"] == current:
+            by_cell.setdefault(_cell(r), []).append(r)
+    return [
+        {
+            "beta": runs[0]["beta"],
+            "preferred_quadrant": preferred_quadrant(runs[0]["preference"]),
+            "seed": runs[0]["seed"],
+            "l1": [r["l1"] for r in runs],
+            "commits": [r.get("git", {}).get("commit") for r in runs],
+        }
+        for runs in by_cell.values()
+        if len(runs) > 1
+    ]
+
+
+def _loop_summary(runs: list[dict]) -> dict:
+    """Mean L1 over a sweep's runs and, at the paper's setting, each seed's run (L1, when it started, the
+    commit it ran at; None for runs logged before those were recorded)."""
+    paper = sorted(
+        (r for r in runs if _is_paper_setting(r["beta"], r["preference"])), key=lambda r: r["seed"]
+    )
+    return {
+        "runs": len(runs),
+        "l1_mean": float(np.mean([r["l1"] for r in runs])) if runs else None,
+        "paper_setting": [
+            {
+                "seed": r["seed"],
+                "l1": r["l1"],
+                "started": r.get("started"),
+                "commit": r.get("git", {}).get("commit"),
+            }
+            for r in paper
+        ],
+    }
+
+
+def _command(current: dict, base_preference) -> str:
     defaults = settings(Args())
-    overrides = [f"--{k.replace('_', '-')} {v}" for k, v in current.items() if defaults[k] != v]
+    overrides = []
+    for k, v in current.items():
+        flag = f"--{k.replace('_', '-')}"
+        if defaults[k] != v:
+            overrides.append((flag if v else f"--no-{flag[2:]}") if isinstance(v, bool) else f"{flag} {v}")
     if tuple(base_preference) != PAPER_PREFERENCE:
         overrides.append("--preference " + " ".join(f"{v:g}" for v in base_preference))
+    return " ".join(["python -m trainers.experiments.toy_tilt --sweep", *overrides])
+
+
+def summarize(records: list[dict], current: dict, base_preference, reachable: list[dict] = ()) -> dict:
+    """The current settings' grid (mean and std of L1 over seeds per beta and preferred quadrant); the
+    reproduction (the paper's algorithm at the default settings) and the target-mass feedback extension at the
+    same settings, side by side; for every other setting in the log its mean L1 next to the current settings'
+    on the same runs; and the drift-reachable shares measured by `toy_reachable` (`reachable`: its log) with
+    what they imply."""
+    mine = _latest(records, current)
+    paper_algorithm = settings(Args())
+    extension = {**paper_algorithm, "target_mass_feedback": True}
+    pretrained = [r["pretrain_seconds"] for r in mine if r["pretrain_seconds"]]
+    floors = [r["prior_floor_l1"] for r in mine if "prior_floor_l1" in r]
+    paper = [r["l1"] for r in mine if _is_paper_setting(r["beta"], r["preference"])]
     return {
-        "command": " ".join(["python -m trainers.experiments.toy_tilt --sweep", *overrides]),
+        "command": _command(current, base_preference),
         "settings": current,
         "base_preference": list(base_preference),
-        "grid": grid,
+        "grid": _grid(mine),
         "runs": len(mine),
         "l1_mean": float(np.mean([r["l1"] for r in mine])) if mine else None,
         "paper_setting_l1_mean": float(np.mean(paper)) if paper else None,
+        "reproduction": _loop_summary(_latest(records, paper_algorithm))["paper_setting"],
+        "loops": {
+            "paper": _loop_summary(_latest(records, paper_algorithm)),
+            "target_mass_feedback": _loop_summary(_latest(records, extension)),
+        },
         "seconds_per_run": float(np.mean([r["seconds"] for r in mine])) if mine else None,
         "pretrain_seconds_per_seed": float(np.mean(pretrained)) if pretrained else None,
         "prior_floor_l1_mean": float(np.mean(floors)) if floors else None,
         "prior_floor_l1_max": float(np.max(floors)) if floors else None,
-        "other_settings": other_rows,
+        "other_settings": _other_settings(records, current, mine, skip=(extension,)),
+        "reruns": _reruns(records, current),
         "coverage_mean": _mean_coverage(mine),
         "reachable": _reachable_summary(reachable, current, mine),
     }
@@ -617,26 +718,88 @@ def _reachable_summary(measured: list[dict], current: dict, mine: list[dict]) ->
 
 
 def sweep_markdown(summary: dict) -> str:
-    """The summary as Markdown: the grid table, then the other settings measured."""
+    """The summary as Markdown: the reproduction beside the paper and the extension, the grid, then the other
+    settings measured."""
     lines = [
         "# Toy tilt sweep",
         "",
         f"Generated by `{summary['command']}` from `raw/toy_tilt_sweep.jsonl`; do not edit.",
         "",
-        "Quadrant-mass L1 error between the learned policy and the exponential tilt "
-        "p* ∝ p_old exp(A/β), mean ± std over seeds, for each temperature β and preferred quadrant "
-        f"(the preference {summary['base_preference']} on quadrants I..IV rotated so that its largest "
-        "entry lands on that quadrant). **Bold**: the paper's setting (β = 1, quadrant III preferred; "
-        "the paper reports 0.100).",
+        "Quadrant-mass L1 error between the learned policy and the exponential tilt p* ∝ p_old exp(A/β) "
+        "(the paper's App. C.1 toy). The reproduction is GSB-MDPO as the paper states it: each mirror-descent "
+        "iteration is fed the advantage A (`python -m trainers.experiments.toy_tilt`, the default). The "
+        "extension below it is not the paper's algorithm: it uses target information the paper's update "
+        "does not have.",
+        "",
+        *_loops_table(summary["loops"]),
+        "",
+        "Over the sweep's settings: mean ± sample std over seeds for each temperature β and preferred quadrant "
+        f"(the preference {summary['base_preference']} on quadrants I..IV rotated so that its largest entry "
+        "lands on that quadrant), for the settings below. **Bold**: the paper's setting (β = 1, quadrant III "
+        "preferred).",
         "",
         *_grid_table(summary["grid"]),
         *_runs_lines(summary),
+        *_reruns_lines(summary["reruns"]),
         "",
         "Settings: " + ", ".join(f"`{k}={v}`" for k, v in summary["settings"].items()) + ".",
         *_reachable_markdown(summary),
         *_other_settings_lines(summary["other_settings"]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _paper_setting_text(loop: dict) -> str:
+    runs = loop["paper_setting"]
+    if not runs:
+        return "-"
+    l1 = [r["l1"] for r in runs]
+    return f"{np.mean(l1):.3f} ± {_sample_std(l1):.3f} (seeds {', '.join(str(r['seed']) for r in runs)})"
+
+
+def _loops_table(loops: dict) -> list[str]:
+    """The reproduction beside the paper's number, and the extension in its own labelled row."""
+    rows = [
+        ("**reproduction**: GSB-MDPO as the paper states it", "the advantage A", loops["paper"]),
+        ("extension, **not the paper's algorithm** (`--target-mass-feedback`)",
+         "λ log(aim / masses): the current policy's quadrant masses, measured on a fresh sample, and the "
+         "target's tilt path, which the paper's update does not have", loops["target_mass_feedback"]),
+    ]  # fmt: skip
+    lines = [
+        "| algorithm | each iteration is fed | L1 at the paper's setting, mean ± sample std | sweep mean L1 (runs) |",
+        "|---|---|---|---|",
+    ]
+    for name, fed, loop in rows[:1]:
+        lines.append(f"| {name} | {fed} | **{_paper_setting_text(loop)}** | {_mean_text(loop)} |")
+    lines.append("| the paper (App. C.1) | the advantage A | 0.100 (one run reported) | - |")
+    for name, fed, loop in rows[1:]:
+        lines.append(f"| {name} | {fed} | {_paper_setting_text(loop)} | {_mean_text(loop)} |")
+    return lines
+
+
+def _reruns_lines(reruns: list[dict]) -> list[str]:
+    """Cells run again (`--rerun`): the earlier L1 beside the one the tables use. A run need not repeat bit for
+    bit: the first reruns started from the same old policies (the same old masses and first samples) and still
+    ended apart, so the difference is part of the result."""
+    if not reruns:
+        return []
+    cells = "; ".join(
+        f"β = {r['beta']:g}, {r['preferred_quadrant']} preferred, seed {r['seed']}: "
+        + " then ".join(f"{v:.3f}" for v in r["l1"])
+        + f" (the last at {(r['commits'][-1] or 'an unrecorded commit')[:7]})"
+        for r in reruns
+    )
+    return [
+        "",
+        f"Cells run again, each L1 in the order run (the tables use the last): {cells}. The runs do not repeat "
+        "bit for bit: where the old policy and the first iteration's samples match, the updates' floating-point "
+        "rounding may still differ (an old policy freshly pretrained or loaded from the cache can compile to "
+        "different programs), and a small difference can grow over the iterations.",
+    ]
+
+
+def _mean_text(loop: dict) -> str:
+    return "-" if loop["l1_mean"] is None else f"{loop['l1_mean']:.3f} ({loop['runs']})"
 
 
 def _grid_table(grid: list[dict]) -> list[str]:
@@ -664,8 +827,8 @@ def _runs_lines(summary: dict) -> list[str]:
     paper, pretrain = summary["paper_setting_l1_mean"], summary["pretrain_seconds_per_seed"]
     return [
         "",
-        f"Over all {summary['runs']} runs: mean L1 **{summary['l1_mean']:.3f}**"
-        + ("" if paper is None else f"; at the paper's setting: **{paper:.3f}**")
+        f"Over all {summary['runs']} runs of these settings: mean L1 {summary['l1_mean']:.3f}"
+        + ("" if paper is None else f"; at the paper's setting: {paper:.3f}")
         + f". One run takes {summary['seconds_per_run']:.0f} s on average here (2 shared CPU cores)"
         + (
             ""
@@ -677,8 +840,8 @@ def _runs_lines(summary: dict) -> list[str]:
         "An update that tilted every path as p* does would still leave an L1 error of "
         f"{summary['prior_floor_l1_mean']:.3f} on average (at most {summary['prior_floor_l1_max']:.3f}), "
         "because no update can reweight the prior a^(0): the L1 between the target and the old policy "
-        "tilted given each draw of a^(0). The closed loop aims at the quadrant masses instead, so it can "
-        "tilt more given some draws of a^(0) to make up for others.",
+        "tilted given each draw of a^(0). The target-mass feedback extension aims at the quadrant masses "
+        "instead, so it can tilt more given some draws of a^(0) to make up for others.",
     ]
 
 
@@ -749,14 +912,13 @@ def _reachable_markdown(summary: dict) -> list[str]:
         paper = reach["paper_l1_at_share"]
         lines += [
             "",
-            f"If every iteration of the open loop (`track_tilt_path=False`: each fed A) realised exactly the "
-            f"reachable share ({reach['share_mean']:.2f}, the mean over seeds for these settings), the learned "
-            f"masses would be p_old exp(share · A/β): a sweep mean L1 of {reach['l1_at_share']:.3f}"
+            f"If every iteration of the paper's update (each fed A) realised exactly the reachable share "
+            f"({reach['share_mean']:.2f}, the mean over seeds for these settings), the learned masses would be "
+            f"p_old exp(share · A/β): a sweep mean L1 of {reach['l1_at_share']:.3f}"
             + ("" if paper is None else f" and {paper:.3f} at the paper's setting")
-            + ". The closed loop "
-            "(`track_tilt_path=True`) aims each iteration at the next point of the tilt path from the masses "
-            "the policy has, so what one iteration cannot reach is carried into the next aim: this bound is the "
-            "open loop's, not the closed loop's.",
+            + ". The target-mass feedback extension aims each iteration at the next point of the tilt path "
+            "from the masses the policy has, so what one iteration cannot reach is carried into the next aim: "
+            "this bound is the paper's update's, not the extension's.",
         ]
     return lines
 
@@ -804,7 +966,13 @@ def main(argv=None) -> None:
     print(f"{'':8s}" + "".join(f"{n:>8s}" for n in ("QI", "QII", "QIII", "QIV")))
     for row in ("old", "target", "learned"):
         print(f"{row:8s}" + "".join(f"{v:8.3f}" for v in result[row]))
-    print(f"quadrant-mass L1 error: {result['l1']:.3f} (paper: 0.100)")
+    if args.target_mass_feedback:
+        print(
+            f"quadrant-mass L1 error: {result['l1']:.3f} (extension with target-mass feedback, not the "
+            "paper's algorithm; the paper reports 0.100 for its own update)"
+        )
+    else:
+        print(f"quadrant-mass L1 error: {result['l1']:.3f} (the paper's algorithm; the paper reports 0.100)")
     if args.out is not None:
         print(f"figure: {args.out}")
 

@@ -125,8 +125,9 @@ def new_user_block(raw: Path = RAW) -> str:
     seconds = {step["step"]: step["seconds"] for step in data["steps"]}
     train = seconds["train (the Quickstart)"]
     load = data["load_average_start"][0]
+    busy = ": another job was running" if load >= 1 else ""
     return (
-        f"On a 2-core CPU (load average {load:.1f} at the start: another job was running), training took "
+        f"On a 2-core CPU (load average {load:.1f} at the start{busy}), training took "
         f"{train // 60:.0f} min {train % 60:.0f} s and reached {data['final_return']}; then loading and "
         f"evaluating the policy took {seconds['load and evaluate (Using a policy)']:.0f} s, the ONNX export "
         f"{seconds['ONNX export']:.0f} s, the ONNX control loop {seconds['ONNX control loop']:.0f} s, and "
