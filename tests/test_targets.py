@@ -55,3 +55,28 @@ def test_the_floors_are_zero_and_in_bound_uniform_actions_scored_per_seed(tmp_pa
     )
     floors.floors_path(tmp_path, suite.name).write_text(json.dumps(cells))
     assert read_floors(tmp_path, suite) == cells
+
+
+def test_with_floors_the_aggregate_measures_from_doing_nothing_whatever_the_sign_of_the_rewards():
+    from trainers.benchmark.summary import _aggregate_iqm
+
+    def cell(*finals, reference=False):
+        return {"seeds": [0, 1, 2], "final_per_seed": list(finals), "final_mean": sum(finals) / 3,
+                "reference": reference}  # fmt: skip
+
+    tasks = {
+        "a": {
+            "gsb_mdpo": cell(-10.0, -10.0, -10.0),
+            "sb3_ppo:defaults": cell(-5.0, -5.0, -5.0, reference=True),
+        },
+        "b": {"gsb_mdpo": cell(90.0, 90.0, 90.0), "sb3_ppo:defaults": cell(50.0, 50.0, 50.0, reference=True)},
+    }
+    floors = {"tasks": {"a": {"do-nothing": {"mean": -105.0}}, "b": {"do-nothing": {"mean": 10.0}}}}
+    agg = _aggregate_iqm(tasks, floors)
+    assert agg["tasks"] == ["a", "b"] and agg["measured_from_doing_nothing"] == {"a": -105.0, "b": 10.0}
+    # a: gsb closes 95 of the 100 from doing nothing to the best (sb3); b: gsb is the best, sb3 closes 40 of 80
+    assert agg["columns"]["gsb_mdpo"]["iqm"] == pytest.approx((0.95 + 1.0) / 2)
+    assert agg["columns"]["sb3_ppo:defaults"]["iqm"] == pytest.approx((1.0 + 0.5) / 2)
+    assert (
+        _aggregate_iqm(tasks) is None
+    )  # without floors, returns / best: "a" has no positive mean, one task is left

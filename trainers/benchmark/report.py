@@ -139,6 +139,7 @@ def _aggregate(summary: dict) -> dict | None:
             for v, c in agg["columns"].items()
         ],
         "missing_text": f" (not yet run on every task: {', '.join(missing)})." if missing else ".",
+        "from_floor": "measured_from_doing_nothing" in agg,
         "references": any(
             e.get("reference") for entries in summary["tasks"].values() for e in entries.values()
         ),

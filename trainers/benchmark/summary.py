@@ -196,7 +196,7 @@ def _usual_seed_count(tasks: dict[str, dict], paper: set[str]) -> int:
     )
 
 
-def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
+def _aggregate_iqm(tasks: dict[str, dict], floors: dict | None = None) -> dict | None:
     """IQM over a suite's tasks of normalised final returns (each divided by the best mean of a paper column
     on its task, so 1.0 is the best paper column there), per column, with its stratified-bootstrap interval.
     A reference column is scored on the same scale, so it can exceed 1; it does not set the scale, so adding
@@ -207,18 +207,25 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
     ran is the one to leave out. Tasks whose best mean is not positive cannot be normalised
     this way and are left out too (`left_out` names both kinds with the reason). A column enters with the
     seeds it has on every task (the bootstrap resamples seeds within each task) and only if it ran every task.
-    None when fewer than 2 tasks are left: a single task would repeat the per-task IQM."""
+    None when fewer than 2 tasks are left: a single task would repeat the per-task IQM.
+
+    With `floors` (a suite that scores doing nothing), returns are measured from doing nothing instead,
+    (return - do_nothing) / (best - do_nothing) with the best of every column, as the suite's targets read
+    them: 0 is doing nothing and 1 the best column, whatever the sign of the task's rewards."""
     paper = {v for entries in tasks.values() for v, e in entries.items() if not e.get("reference")}
     if not paper:
         return None
-    best = {t: max(e["final_mean"] for e in _scale_setters(entries)) for t, entries in tasks.items()}
+    zero = {t: floors["tasks"][t]["do-nothing"]["mean"] if floors else 0.0 for t in tasks}
+    setters = (lambda entries: list(entries.values())) if floors else _scale_setters
+    best = {t: max(e["final_mean"] for e in setters(entries)) - zero[t] for t, entries in tasks.items()}
     usual = _usual_seed_count(tasks, paper)
     left_out = {
         t: FEW_COLUMNS.format(seeds=usual)
         for t, entries in tasks.items()
         if 2 * sum(len(entries[v]["seeds"]) >= usual for v in paper & set(entries)) <= len(paper)
     }
-    left_out |= {t: "no positive mean" for t in tasks if t not in left_out and best[t] <= 0}
+    left_out |= {t: "no mean above doing nothing" if floors else "no positive mean" for t in tasks
+                 if t not in left_out and best[t] <= 0}  # fmt: skip
     usable = [t for t in tasks if t not in left_out]
     if len(usable) < 2:
         return None
@@ -231,7 +238,10 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
             continue
         matrix = [
             [
-                dict(zip(tasks[t][variant]["seeds"], tasks[t][variant]["final_per_seed"], strict=True))[s]
+                (
+                    dict(zip(tasks[t][variant]["seeds"], tasks[t][variant]["final_per_seed"], strict=True))[s]
+                    - zero[t]
+                )
                 / best[t]
                 for t in usable
             ]
@@ -242,6 +252,7 @@ def _aggregate_iqm(tasks: dict[str, dict]) -> dict | None:
         "tasks": usable,
         "left_out": left_out,
         "normalised_by": {t: best[t] for t in usable},
+        **({"measured_from_doing_nothing": {t: zero[t] for t in usable}} if floors else {}),
         "columns": per_column,
     }
 
@@ -329,6 +340,7 @@ def summarize(
         "kind": suite.kind,
         "description": suite.description,
         "budget_env_steps": suite.total_steps,
+        **({"budget_by_task": {t: suite.steps(t) for t in suite.tasks}} if suite.task_steps else {}),
         "budget_note": suite.budget_note,
         "preset": suite.preset,
         "overrides": list(suite.args),
@@ -346,7 +358,7 @@ def summarize(
             "bootstrap_seed": stats.BOOTSTRAP_SEED,
         },
         "tasks": tasks,
-        "aggregate_iqm": _aggregate_iqm(tasks) if with_statistics else None,
+        "aggregate_iqm": _aggregate_iqm(tasks, floors) if with_statistics else None,
         "exploration_probe": {task: entry for task, entry in (probes or {}).items() if task in tasks},
         **({"floors": floors, "targets": _targets(tasks, floors)} if floors else {}),
     }

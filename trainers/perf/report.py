@@ -117,6 +117,10 @@ def block(raw: Path = RAW) -> str:
     return "\n".join(lines)
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds // 60:.0f} min {seconds % 60:.0f} s" if seconds >= 60 else f"{seconds:.0f} s"
+
+
 def new_user_block(raw: Path = RAW) -> str:
     """The Quickstart's timings: what each README step took when run as a new user would."""
     data = _load(raw / "new_user_steps.json")
@@ -128,7 +132,7 @@ def new_user_block(raw: Path = RAW) -> str:
     busy = ": another job was running" if load >= 1 else ""
     return (
         f"On a 2-core CPU (load average {load:.1f} at the start{busy}), training took "
-        f"{train // 60:.0f} min {train % 60:.0f} s and reached {data['final_return']}; then loading and "
+        f"{_minutes(train)} and reached {data['final_return']}; then loading and "
         f"evaluating the policy took {seconds['load and evaluate (Using a policy)']:.0f} s, the ONNX export "
         f"{seconds['ONNX export']:.0f} s, the ONNX control loop {seconds['ONNX control loop']:.0f} s, and "
         f"`hub_cards.publish --dry-run` (ONNX export and a 500-step replay video included) "
