@@ -33,7 +33,10 @@ def plot(summary: dict) -> bytes | None:
             color = colors(variants.index(v) % 10)
             ax.plot(x, mean, label=v, color=color, lw=1.5)
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, lw=0)
-        ax.set_title(task)
+        if "floors" in summary:
+            floor = summary["floors"]["tasks"][task]["do-nothing"]["mean"]
+            ax.axhline(floor, color="0.4", ls="--", lw=1, label="do nothing")
+        ax.set_title(task.rpartition(":")[2])  # "module:Env-v0" -> "Env-v0"
         ax.set_xlabel("env steps (M)")
         ax.set_ylabel("return")
         ax.grid(alpha=0.3)
@@ -58,7 +61,13 @@ def plot(summary: dict) -> bytes | None:
             ax.grid(alpha=0.3)
     for ax in list(axes.flat)[panels:]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
+    # One legend for every column: a reference column may run on some tasks only (not the first).
+    labelled = {
+        label: handle
+        for ax in axes.flat
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)
+    }
+    axes.flat[0].legend(labelled.values(), labelled.keys(), fontsize=8)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})
