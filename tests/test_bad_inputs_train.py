@@ -270,9 +270,9 @@ ROWS = [
     ),  # fmt: skip
     Row(
         "resume with another budget and lr",
-        ["--resume", "--total-steps", "512", "--optim.actor-lr", "1e-3"],
+        ["--resume", "--total-steps", "512", "--optim.actor-lr", "3e-4"],
         2,
-        r"--optim\.actor-lr 0\.0003 -> 0\.001, --total-steps 256 -> 512",
+        r"--optim\.actor-lr 0\.001 -> 0\.0003, --total-steps 256 -> 512",
         setup=started_run,
     ),  # fmt: skip
     Row(
