@@ -27,19 +27,7 @@ def plot(summary: dict) -> bytes | None:
     colors = plt.get_cmap("tab10")
     variants = columns(summary["tasks"])
     for ax, task in zip(axes.flat, tasks, strict=False):
-        for v, e in summary["tasks"][task].items():
-            x = np.asarray(e["curve"]["env_steps"]) / 1e6
-            mean, std = np.asarray(e["curve"]["mean"]), np.asarray(e["curve"]["std"])
-            color = colors(variants.index(v) % 10)
-            ax.plot(x, mean, label=v, color=color, lw=1.5)
-            ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, lw=0)
-        if "floors" in summary:
-            floor = summary["floors"]["tasks"][task]["do-nothing"]["mean"]
-            ax.axhline(floor, color="0.4", ls="--", lw=1, label="do nothing")
-        ax.set_title(task.rpartition(":")[2])  # "module:Env-v0" -> "Env-v0"
-        ax.set_xlabel("env steps (M)")
-        ax.set_ylabel("return")
-        ax.grid(alpha=0.3)
+        _returns_panel(ax, summary, task, lambda v: colors(variants.index(v) % 10))
     if ablation:
         ax = axes.flat[len(tasks)]
         for v, e in summary["tasks"][tasks[0]].items():
@@ -73,3 +61,19 @@ def plot(summary: dict) -> bytes | None:
     fig.savefig(buffer, format="png", metadata={"Software": None})
     plt.close(fig)
     return buffer.getvalue()
+
+
+def _returns_panel(ax, summary: dict, task: str, color_of) -> None:
+    """One task's return curves, mean ± one sample std band per column, and doing nothing's return if scored."""
+    for v, e in summary["tasks"][task].items():
+        x = np.asarray(e["curve"]["env_steps"]) / 1e6
+        mean, std = np.asarray(e["curve"]["mean"]), np.asarray(e["curve"]["std"])
+        ax.plot(x, mean, label=v, color=color_of(v), lw=1.5)
+        ax.fill_between(x, mean - std, mean + std, color=color_of(v), alpha=0.2, lw=0)
+    if "floors" in summary:
+        floor = summary["floors"]["tasks"][task]["do-nothing"]["mean"]
+        ax.axhline(floor, color="0.4", ls="--", lw=1, label="do nothing")
+    ax.set_title(task.rpartition(":")[2])  # "module:Env-v0" -> "Env-v0"
+    ax.set_xlabel("env steps (M)")
+    ax.set_ylabel("return")
+    ax.grid(alpha=0.3)

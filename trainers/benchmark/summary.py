@@ -224,8 +224,8 @@ def _aggregate_iqm(tasks: dict[str, dict], floors: dict | None = None) -> dict |
         for t, entries in tasks.items()
         if 2 * sum(len(entries[v]["seeds"]) >= usual for v in paper & set(entries)) <= len(paper)
     }
-    left_out |= {t: "no mean above doing nothing" if floors else "no positive mean" for t in tasks
-                 if t not in left_out and best[t] <= 0}  # fmt: skip
+    unscaled = "no mean above doing nothing" if floors else "no positive mean"
+    left_out |= {t: unscaled for t in tasks if t not in left_out and best[t] <= 0}
     usable = [t for t in tasks if t not in left_out]
     if len(usable) < 2:
         return None
@@ -299,6 +299,14 @@ def budget(suite, variant, task: str, own_steps: int) -> dict:
             "total_at_most": own_steps + before}  # fmt: skip
 
 
+STATISTICS = {
+    "confidence": stats.CONFIDENCE,
+    "bootstrap_reps": stats.BOOTSTRAP_REPS,
+    "bootstrap_seed": stats.BOOTSTRAP_SEED,
+}
+"""How the summaries' intervals were computed (recorded in each)."""
+
+
 def summarize(
     suite_name: str, records: list[dict], probes: dict[str, dict] | None = None, floors: dict | None = None
 ) -> dict:
@@ -314,9 +322,8 @@ def summarize(
     tasks: dict[str, dict] = {}
     for task in suite.tasks:
         by_variant: dict[str, list[dict]] = {}
-        for r in records:
-            if r["task"] == task:
-                by_variant.setdefault(r["variant"], []).append(r)
+        for r in (r for r in records if r["task"] == task):
+            by_variant.setdefault(r["variant"], []).append(r)
         if not by_variant:
             continue
         tasks[task] = {}
@@ -340,7 +347,6 @@ def summarize(
         "kind": suite.kind,
         "description": suite.description,
         "budget_env_steps": suite.total_steps,
-        **({"budget_by_task": {t: suite.steps(t) for t in suite.tasks}} if suite.task_steps else {}),
         "budget_note": suite.budget_note,
         "preset": suite.preset,
         "overrides": list(suite.args),
@@ -352,16 +358,18 @@ def summarize(
         "num_runs": len(records),
         "planned_columns": [{"name": v.name, "reference": v.reference} for v in suite.variants],
         "planned_tasks": list(suite.tasks),
-        "statistics": {
-            "confidence": stats.CONFIDENCE,
-            "bootstrap_reps": stats.BOOTSTRAP_REPS,
-            "bootstrap_seed": stats.BOOTSTRAP_SEED,
-        },
+        "statistics": STATISTICS,
         "tasks": tasks,
         "aggregate_iqm": _aggregate_iqm(tasks, floors) if with_statistics else None,
         "exploration_probe": {task: entry for task, entry in (probes or {}).items() if task in tasks},
-        **({"floors": floors, "targets": _targets(tasks, floors)} if floors else {}),
+        **_own_budgets_and_floors(suite, tasks, floors),
     }
+
+
+def _own_budgets_and_floors(suite, tasks: dict[str, dict], floors: dict | None) -> dict:
+    """A suite's per-task budgets, floors and targets' verdicts, where it has them."""
+    fields = {"budget_by_task": {t: suite.steps(t) for t in suite.tasks}} if suite.task_steps else {}
+    return {**fields, "floors": floors, "targets": _targets(tasks, floors)} if floors else fields
 
 
 def _targets(tasks: dict[str, dict], floors: dict) -> dict:
