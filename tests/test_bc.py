@@ -15,7 +15,7 @@ from gsbpolicy import GSBPolicy, PolicySpec, make_policy, save_policy
 from trainers import bc, collect
 from trainers._core.cli import CliExit
 
-FIT = ["--steps", "400", "--batch-size", "128", "--eval-episodes", "2", "--policy.num-steps", "4",
+FIT = ["--steps", "800", "--batch-size", "128", "--eval-episodes", "2", "--policy.num-steps", "4",
        "--policy.width", "32", "--policy.depth", "1"]  # fmt: skip
 
 

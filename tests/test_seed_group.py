@@ -216,7 +216,7 @@ def test_the_benchmark_runner_groups_a_task_and_methods_seeds(tmp_path, capsys):
 
 
 def _train_cli(cache: Path, run_dir: Path, seed: int, *extra: str) -> subprocess.CompletedProcess:
-    argv = ["--env", "InvertedPendulum-v5", "--seed", str(seed), "--total-steps", "256", "--rollout.num-envs", "4",
+    argv = ["--env", "InvertedPendulum-v5", "--seed", str(seed), "--total-steps", "256", "--rollout.num-envs", "4", "--rollout.num-minibatches", "2",
             "--policy.width", "8", "--critic.width", "8", "--eval.episodes", "1", "--eval.final-episodes", "1",
             "--eval.num-evals", "1", "--log.no-progress", "--output-dir", str(run_dir), *extra]  # fmt: skip
     # The default threshold (0 s: every compile is stored) is what makes the check exact: with JAX's 1 s,

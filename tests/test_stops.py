@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import pytest
 
 from hub_cards import publish
+from tests.slow_env import SLEEP_VAR
 from trainers import gsb_mdpo, ppo
 from trainers._core.checkpoint import read_meta, verify_files
 from trainers._core.loop import Trainer
@@ -140,9 +141,13 @@ def _wait_for(path: Path, process: subprocess.Popen, seconds: float = 300) -> No
                                                       (signal.SIGTERM, 143, r"terminated \(SIGTERM\)")],
                          ids=["Ctrl-C", "SIGTERM"])  # fmt: skip
 def test_a_signal_is_one_line_and_the_run_resumes_exactly(signum, code, said, tmp_path, capsys):
-    long = [*GYM, "--total-steps", str(400 * 64)]
+    # On a loaded machine the 400 iterations could all pass before the signal lands: the signalled process's env
+    # sleeps 2 ms a step (about 50 s for the whole run), which changes nothing it computes; the runs after it
+    # (in this process, without the sleep) are fast.
+    long = [*GYM, "--env", "tests.slow_env:SlowPointMass-v0", "--total-steps", str(400 * 64)]
     out = tmp_path / "run"
-    process = run_module("trainers.gsb_mdpo", [*long, "--output-dir", str(out)])
+    slow = f"import os; os.environ[{SLEEP_VAR!r}] = '0.002'"
+    process = run_module("trainers.gsb_mdpo", [*long, "--output-dir", str(out)], prelude=slow)
     _wait_for(out / "checkpoint" / "meta.json", process)
     process.send_signal(signum)
     _, err = process.communicate(timeout=120)

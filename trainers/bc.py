@@ -35,6 +35,7 @@ from ._core.config import PolicyArgs, check_env_id, check_finite, output_path, r
 from ._core.evaluation import eval_seed, write_results
 from ._core.rundir import RunFolderError, open_run_folder
 from ._core.runlog import write_run_json
+from .gsb_mdpo import CPU_POLICY
 
 ALGO = "bc"
 KEPT = "no policy was written: the same command with --resume fits it again"
@@ -68,7 +69,8 @@ class Args:
     the same policy)."""
     preset: str = "cpu"
     """Name of the preset these values started from (recorded in run.json)."""
-    policy: PolicyArgs = PolicyArgs()
+    policy: PolicyArgs = CPU_POLICY
+    """The policy fitted: by default `trainers.gsb_mdpo`'s `cpu` preset's, so that its `--init-from` takes it as it is."""
 
     def validate(self) -> None:
         check_finite(self)
