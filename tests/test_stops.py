@@ -146,7 +146,9 @@ def test_a_signal_is_one_line_and_the_run_resumes_exactly(signum, code, said, tm
     # (in this process, without the sleep) are fast.
     long = [*GYM, "--env", "tests.slow_env:SlowPointMass-v0", "--total-steps", str(400 * 64)]
     out = tmp_path / "run"
-    slow = f"import os; os.environ[{SLEEP_VAR!r}] = '0.002'"
+    # A shell that starts a job in the background (`cmd &`) ignores SIGINT for it, and the trainer inherits that:
+    # the prelude gives it the default a terminal gives (Python's KeyboardInterrupt), whatever ran the tests.
+    slow = f"import os, signal; os.environ[{SLEEP_VAR!r}] = '0.002'; signal.signal(signal.SIGINT, signal.default_int_handler)"
     process = run_module("trainers.gsb_mdpo", [*long, "--output-dir", str(out)], prelude=slow)
     _wait_for(out / "checkpoint" / "meta.json", process)
     process.send_signal(signum)
