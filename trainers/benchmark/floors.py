@@ -9,7 +9,6 @@ most 10 sub-envs (as the Gymnasium evaluator runs the trained columns).
 """
 
 import dataclasses
-import importlib
 import json
 from pathlib import Path
 
@@ -42,11 +41,9 @@ class Floor:
 
 
 def _env(task: str, episodes: int):
+    """The suite's evaluation env ("module:Env-v0" ids import their module, as in the trainers' evaluator)."""
     import gymnasium
 
-    module, colon, _ = task.partition(":")
-    if colon:
-        importlib.import_module(module)  # registers the task, as Gymnasium does for "module:Env-v0"
     return gymnasium.make_vec(task, num_envs=min(episodes, 10), vectorization_mode="sync")
 
 

@@ -11,9 +11,10 @@ Means, not intervals: with three seeds an interval test cannot call anything wor
 default. The suite page shows the intervals beside the verdicts.
 """
 
+from ..registry import PROPOSED
+
 NOT_WORSE_MARGIN = 0.05
 MOST_OF_GAP = 0.75
-PROPOSED = "gsb_mdpo"
 SB3_DEFAULTS = "sb3_ppo:defaults"
 
 
