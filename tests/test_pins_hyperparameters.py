@@ -107,7 +107,7 @@ def test_cpu_preset_is_the_small_inverted_pendulum_run():
         8,
     )
     # The default for any env (issue 47): rewards scaled by the running return std, the paper's learning
-    # rates, gradient clipping and the Playground table's sigmas.
+    # rates, gradient clipping, the Playground table's sigmas and its path-KL coefficient (the rest Table 2's).
     assert rollout["normalize_rewards"] and (rollout["gamma"], rollout["gae_lambda"]) == (0.99, 0.95)
     optim = fields(args, "optim")
     assert (optim["actor_lr"], optim["critic_lr"], optim["max_grad_norm"]) == (1e-3, 1e-3, 0.5)
@@ -118,6 +118,7 @@ def test_cpu_preset_is_the_small_inverted_pendulum_run():
         1.0,
         "tanh",
     )
+    assert fields(args, "algo") == {"kl_coef": 0.8, "ref_mix": 0.02, "step_clip": 0.1, "path_clip": 0.4}
 
 
 # The baselines' columns. Groups a method does not use are left out (Gaussian PPO's actor is `algo`'s MLP; its

@@ -496,6 +496,7 @@ SUITES: dict[str, Suite] = {
             tasks=(
                 f"{_SMALL}Reach-v0",
                 f"{_SMALL}DoubleIntegrator-v0",
+                f"{_SMALL}Puck-v0",
                 "Pendulum-v1",
                 "MountainCarContinuous-v0",
                 "InvertedDoublePendulum-v5",

@@ -6,7 +6,7 @@
 `hub_cards/results/raw/default_search.jsonl` holds one line per run: a setting (`tag`, and `over`, its overrides
 of the old `cpu` preset, or plain Stable-Baselines3 for the `sb3direct` rows), the env, budget and seed, and the
 mean return of 50 deterministic episodes (reset seeds 10000-10049, the same for every row). Each cell of the
-table is the mean over seeds 0-2 (the seeds are listed where fewer ran).
+table is the mean over seeds 0-2 (the count is given where more ran, the seeds where others ran).
 """
 
 import argparse
@@ -30,16 +30,23 @@ ROWS = {
     "B2_geom": "old + normalised + lr 1e-3 + 32 envs x 32 steps, 8 minibatches",
     "F1_geom_clip": "old + normalised + lr 1e-3 + 32 x 32 + clip",
     "F1n_no_norm": "old + lr 1e-3 + 32 x 32 + clip (not normalised)",
-    "F3_sigma3_1": "**the new default**: normalised + lr 1e-3 + 32 x 32 + clip + sigma 3 -> 1",
-    "G1_F3_oldgeom": "new default, old geometry",
-    "G2_F3_noclip": "new default, no clipping",
-    "G3_F3_nonorm": "new default, rewards not normalised",
+    "F3_sigma3_1": "the first new default: normalised + lr 1e-3 + 32 x 32 + clip + sigma 3 -> 1",
+    "G1_F3_oldgeom": "first new default, old geometry",
+    "G2_F3_noclip": "first new default, no clipping",
+    "G3_F3_nonorm": "first new default, rewards not normalised",
+    "H2_kl03": "first new default + path-KL coefficient 0.3",
+    "K2_kl008_eta01": "first new default + reference mixing 0.1",
+    "I2_kl008_eta02": "first new default + reference mixing 0.2",
+    "K1_kl03_eta005": "first new default + path-KL coefficient 0.3, reference mixing 0.05",
+    "I1_kl03_eta01": "first new default + path-KL coefficient 0.3, reference mixing 0.1",
+    "I3_kl08_eta01": "first new default + path-KL coefficient 0.8, reference mixing 0.1",
+    "H1_kl08": "**the default**: first new default + path-KL coefficient 0.8 (Table 1's)",
     "sb3direct_default": "Stable-Baselines3 PPO itself, its defaults (no VecNormalize)",
     "sb3direct_zoo": "Stable-Baselines3 PPO itself, rl-baselines3-zoo's settings (VecNormalize; gSDE on Pendulum and MountainCar)",
 }  # fmt: skip
 COLUMNS = (("Reach47-v0", 8192, "Reach 8k"), ("Reach47-v0", 30000, "Reach 30k"),
            ("DoubleIntegrator-v0", 16384, "DoubleIntegrator 16k"), ("DoubleIntegrator-v0", 100000, "DoubleIntegrator 100k"),
-           ("Pendulum-v1", 100000, "Pendulum 100k"), ("MountainCarContinuous-v0", 50000, "MountainCar 50k"),
+           ("Puck-v0", 100000, "Puck 100k"), ("Pendulum-v1", 100000, "Pendulum 100k"), ("MountainCarContinuous-v0", 50000, "MountainCar 50k"),
            ("InvertedDoublePendulum-v5", 200000, "InvertedDoublePendulum 200k"))  # fmt: skip
 
 
@@ -55,7 +62,12 @@ def table(log: Path = LOG) -> str:
         for env, steps, _ in COLUMNS:
             seeds = sorted(s for (t, e, b, s) in runs if (t, e, b) == (tag, env, steps))
             values = [runs[(tag, env, steps, s)] for s in seeds]
-            note = "" if seeds == [0, 1, 2] or not seeds else f" (seed {', '.join(map(str, seeds))})"
+            if seeds == [0, 1, 2] or not seeds:
+                note = ""
+            elif seeds == list(range(len(seeds))):
+                note = f" ({len(seeds)} seeds)"
+            else:
+                note = f" (seeds {', '.join(map(str, seeds))})"
             cells.append(f"{sum(values) / len(values):.1f}{note}" if values else "-")
         lines.append(f"| {words} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
