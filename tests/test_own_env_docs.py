@@ -6,4 +6,4 @@ from trainers.experiments import default_search
 def test_the_search_table_on_the_page_is_generated_from_the_log():
     page = default_search.PAGE.read_text()
     assert default_search.with_table(page, default_search.table()) == page
-    assert "**the new default**" in default_search.table()
+    assert "**the default**" in default_search.table()

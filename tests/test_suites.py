@@ -316,3 +316,15 @@ def test_the_benchmark_pages_walker2d_account_holds_on_the_committed_runs():
     assert at(gym["gaussian_ppo"], point) > 2 * at(gym["gsb_mdpo"], point)  # the curves have parted
     assert at(lr["gsb_mdpo:paper-lr"], point) < 0.5 * at(gym["gaussian_ppo"], point)
     assert "still below half of Gaussian PPO's return there" in page
+    # The three causes' columns, as the paragraph reads them.
+    causes = json.loads((RESULTS / "walker2d-causes-cpu-gym.json").read_text())["tasks"]["Walker2d-v5"]
+    sigma, budget = causes["gsb_mdpo:sigma-max=1"], causes["gsb_mdpo:paper-updates"]
+    for entry in (causes["gsb_mdpo"], sigma, budget, causes["gaussian_ppo:cosine-lr"]):
+        assert f"{entry['final_mean']:.1f} ± {entry['final_std']:.1f}" in page
+    assert budget["comparison"]["verdict"].startswith("inconclusive")
+    assert "not a significant difference at three seeds" in page
+    assert sigma["comparison"]["verdict"].startswith("inconclusive") and "The spread is not the cause" in page
+    # "two seeds at 3079 and 3088, near Gaussian PPO"
+    assert sorted(budget["final_per_seed"])[1] > 0.8 * gym["gaussian_ppo"]["final_mean"]
+    half = 499_712  # "at 500k steps ... still far below Gaussian PPO's"
+    assert at(budget, half) < 0.5 * at(gym["gaussian_ppo"], half)
