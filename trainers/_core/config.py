@@ -44,6 +44,11 @@ class RolloutArgs:
     """Also divide the rewards the critic and GAE see by the running std of each env's discounted return
     (SB3's VecNormalize `norm_reward`; `trainers._core.return_norm`). Training only: the statistics are
     checkpointed with the run and are no part of the saved policy; logged returns stay in the task's units."""
+    noise_hold: int = 1
+    """Env steps for which each env's sampling noise is held before a new draw (1: a new draw every step).
+    Held noise explores in committed runs of actions, as gSDE's `sde_sample_freq` does, which finds rewards
+    that only a sustained push reaches (MountainCar's goal); the policy still acts on every new observation,
+    and each action keeps its policy's distribution. Rollouts only: evaluation draws afresh each step."""
     normalize_advantages: bool = True
     """Standardize advantages per minibatch."""
     recompute_gae: bool = False
@@ -71,7 +76,7 @@ class RolloutArgs:
 
     def validate(self) -> None:
         positive = ("num_envs", "unroll_length", "unrolls_per_iteration", "num_minibatches", "epochs",
-                    "episode_length", "action_repeat")  # fmt: skip
+                    "episode_length", "action_repeat", "noise_hold")  # fmt: skip
         for name in positive:
             require(getattr(self, name) >= 1, f"rollout.{name}", ">= 1", getattr(self, name))
         if self.sequences_per_iteration % self.num_minibatches:

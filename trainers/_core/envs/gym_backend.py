@@ -13,7 +13,7 @@ from gsbpolicy import evaluate
 from ..algorithm import AbstractAlgorithm
 from ..config import TrainArgs
 from ..evaluation import AlgorithmPredictor
-from ..rollout import Transition, time_major_to_sequences
+from ..rollout import Transition, step_keys, time_major_to_sequences
 from . import gym_state
 from .base import EnvBackend
 from .gym_env import GymnasiumEnv
@@ -26,12 +26,12 @@ class HostCollector:
         self.env = env
         self._act = eqx.filter_jit(algorithm.act)
 
-    def collect(self, actor, obs: np.ndarray, key, unroll_length: int, num_unrolls: int):
-        """Same output layout as `collect_playground`; the env state lives in `self.env`."""
+    def collect(self, actor, obs: np.ndarray, key, unroll_length: int, num_unrolls: int, noise_hold: int = 1):
+        """Same output layout (and `noise_hold`) as `collect_playground`; the env state lives in `self.env`."""
         sequences = []
         for unroll_key in jax.random.split(key, num_unrolls):
             steps = []
-            for step_key in jax.random.split(unroll_key, unroll_length):
+            for step_key in step_keys(unroll_key, unroll_length, noise_hold):
                 action, extras = self._act(actor, jnp.asarray(obs), step_key)
                 ts = self.env.step(np.asarray(action))
                 steps.append(Transition(obs, ts.reward, ts.terminated, ts.truncated, ts.final_obs, extras))
@@ -86,7 +86,12 @@ class GymnasiumBackend(EnvBackend):
         rollout = self.args.rollout
         state_key, rollout_key = jax.random.split(state.key)
         self.obs, data = self.collector.collect(
-            state.model.actor, self.obs, rollout_key, rollout.unroll_length, rollout.unrolls_per_iteration
+            state.model.actor,
+            self.obs,
+            rollout_key,
+            rollout.unroll_length,
+            rollout.unrolls_per_iteration,
+            rollout.noise_hold,
         )
         state, metrics = self._update(eqx.tree_at(lambda s: s.key, state, state_key), data)
         return state, metrics, (data.reward, data.terminated | data.truncated)

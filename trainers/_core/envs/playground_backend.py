@@ -15,7 +15,7 @@ from .. import compile_cache, distributed
 from ..algorithm import AbstractAlgorithm
 from ..config import TrainArgs
 from ..exported_program import ExportedFunction
-from ..rollout import Transition, time_major_to_sequences
+from ..rollout import Transition, step_keys, time_major_to_sequences
 from .base import EnvBackend
 from .playground_env import PlaygroundEnv
 
@@ -30,8 +30,10 @@ def collect_playground(
     unroll_length: int,
     num_unrolls: int,
     sharding: NamedSharding | None = None,
+    noise_hold: int = 1,
 ):
-    """`num_unrolls` consecutive unrolls of `unroll_length` steps as nested `lax.scan`s (jit this).
+    """`num_unrolls` consecutive unrolls of `unroll_length` steps as nested `lax.scan`s (jit this), the act
+    key held for `noise_hold` steps at a time (`step_keys`).
 
     Returns the final env state and observation, and a `Transition` of [num_unrolls * B, T, ...]. With a
     batch `sharding`, the envs (and so every step's actions and extras) stay split over the mesh's devices.
@@ -49,7 +51,7 @@ def collect_playground(
         )
 
     def unroll(carry, unroll_key):
-        carry, transitions = jax.lax.scan(step, carry, jax.random.split(unroll_key, unroll_length))
+        carry, transitions = jax.lax.scan(step, carry, step_keys(unroll_key, unroll_length, noise_hold))
         return carry, time_major_to_sequences(transitions)
 
     (env_state, obs), data = jax.lax.scan(unroll, (env_state, obs), jax.random.split(key, num_unrolls))
@@ -182,7 +184,7 @@ class PlaygroundBackend(EnvBackend):
             state_key, rollout_key = jax.random.split(state.key)
             env_state, obs, data = collect_playground(
                 algorithm, env, state.model.actor, env_state, obs, rollout_key,
-                rollout.unroll_length, rollout.unrolls_per_iteration, split,
+                rollout.unroll_length, rollout.unrolls_per_iteration, split, rollout.noise_hold,
             )  # fmt: skip
             state, metrics = update(eqx.tree_at(lambda s: s.key, state, state_key), data)
             # Rewards and dones go to every device (the host-side episode statistics read them whole).
