@@ -328,3 +328,27 @@ def test_the_benchmark_pages_walker2d_account_holds_on_the_committed_runs():
     assert sorted(budget["final_per_seed"])[1] > 0.8 * gym["gaussian_ppo"]["final_mean"]
     half = 499_712  # "at 500k steps ... still far below Gaussian PPO's"
     assert at(budget, half) < 0.5 * at(gym["gaussian_ppo"], half)
+
+
+def test_the_benchmark_pages_clip_fraction_account_holds_on_the_committed_runs():
+    """The benchmarks page's clip-fraction paragraph: the claim's windows (`claims._window_mean`) on the
+    committed curves, the verdict, and Table 2's step count that explains the gap between the two shares."""
+    from trainers.benchmark.claims import CLIP_BAND, CLIP_COLUMN, CLIP_RISE, _window_mean
+
+    page = " ".join((RESULTS.parents[1] / "docs" / "benchmarks" / "index.md").read_text().split())
+    entries = json.loads((RESULTS / "clip-fraction-cpu-gym.json").read_text())["tasks"]["HalfCheetah-v5"]
+    paper, own = entries[CLIP_COLUMN], entries["gsb_mdpo"]
+    samples = _window_mean(paper["sample_clip_frac"], CLIP_RISE)
+    assert not CLIP_BAND[0] <= samples <= CLIP_BAND[1] and "the claim as worded **disagrees**" in page
+    assert f"{samples:.3f} of rollout samples have a clipped step" in page
+    assert (
+        f"the share of clipped generation steps is {_window_mean(paper['step_clip_frac'], CLIP_RISE):.3f}"
+        in page
+    )
+    halves = _window_mean(own["step_clip_frac"], 0.0, 0.5), _window_mean(own["step_clip_frac"], 0.5)
+    assert (
+        f"clips {halves[0]:.3f} of steps in the first half of its run and {halves[1]:.3f} in the second"
+        in page
+    )
+    assert _args("clip-fraction-cpu-gym", CLIP_COLUMN, "HalfCheetah-v5").policy.num_steps == 16
+    assert "With Table 2's 16 generation steps" in page
