@@ -44,7 +44,17 @@ ROWS = {
     "K1_kl03_eta005": "first new default + path-KL coefficient 0.3, reference mixing 0.05",
     "I1_kl03_eta01": "first new default + path-KL coefficient 0.3, reference mixing 0.1",
     "I3_kl08_eta01": "first new default + path-KL coefficient 0.8, reference mixing 0.1",
-    "H1_kl08": "**the default**: first new default + path-KL coefficient 0.8 (Table 1's)",
+    "H1_kl08": "the second default: first new default + path-KL coefficient 0.8 (Table 1's)",
+    "P1_kl008_rerun": "first new default, run again on later code",
+    "P2_geom8x128": "second default, 8 envs x 128 steps",
+    "P3_geom16x64": "second default, 16 envs x 64 steps",
+    "P4_kl008_ep4": "first new default, 4 epochs",
+    "P5_nonorm": "second default, rewards not normalised",
+    "P6_sigma3_2": "second default, sigma 3 -> 2",
+    "R2_hold2": "second default + each env's sampling noise held for 2 steps",
+    "R4_hold4": "**the default**: second default + each env's sampling noise held for 4 steps (`--rollout.noise-hold 4`)",
+    "R8_hold8": "second default + noise held for 8 steps",
+    "R16_hold16": "second default + noise held for 16 steps",
     "sb3direct_default": "Stable-Baselines3 PPO itself, its defaults (no VecNormalize)",
     "sb3direct_zoo": "Stable-Baselines3 PPO itself, rl-baselines3-zoo's settings (VecNormalize; gSDE on Pendulum and MountainCar)",
 }  # fmt: skip
@@ -68,6 +78,8 @@ def table(log: Path = LOG) -> str:
             values = [runs[(tag, env, steps, s)] for s in seeds]
             if seeds == [0, 1, 2] or not seeds:
                 note = ""
+            elif len(seeds) == 1:
+                note = f" (seed {seeds[0]})"
             elif seeds == list(range(len(seeds))):
                 note = f" ({len(seeds)} seeds)"
             else:
