@@ -3,6 +3,7 @@ collectors (the same keys, so the same held noise, whichever env kind runs)."""
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -87,6 +88,38 @@ def test_the_playground_collector_holds_each_envs_noise(algorithm):
     _assert_held(_first_noise(data.extras.path), HOLD)
 
 
-def test_a_hold_below_one_is_refused_by_name():
-    with pytest.raises(ValueError, match="--rollout.noise-hold must be >= 1, got 0"):
-        RolloutArgs(noise_hold=0).validate()
+def test_the_playground_collector_draws_afresh_once_the_hold_is_over(algorithm):
+    env = PlaygroundEnv.make("tests.jax_point_mass:PointMass", 2, episode_length=50)
+    env_state, obs = env.reset(jax.random.key(3))
+    collect = eqx.filter_jit(collect_playground)
+    actor, key = _actor(obs.shape[-1], 2), jax.random.key(2)
+    *_, held = collect(algorithm, env, actor, env_state, obs, key, UNROLL, 1, None, HOLD, jnp.asarray(True))
+    *_, fresh = collect(algorithm, env, actor, env_state, obs, key, UNROLL, 1, None, HOLD, jnp.asarray(False))
+    _assert_held(_first_noise(held.extras.path), HOLD)
+    a0 = _first_noise(fresh.extras.path)
+    assert all(not np.allclose(a0[:, t], a0[:, t + 1]) for t in range(UNROLL - 1))
+
+
+def test_the_hold_covers_the_first_fraction_of_the_run():
+    rollout = RolloutArgs(noise_hold=4, noise_hold_fraction=0.5)
+    assert rollout.holds_noise(0, 100_000) and rollout.holds_noise(49_999, 100_000)
+    assert not rollout.holds_noise(50_000, 100_000)
+    assert bool(rollout.holds_noise(jnp.asarray(10), 100)) and not bool(
+        rollout.holds_noise(jnp.asarray(50), 100)
+    )
+    assert RolloutArgs().holds_noise(
+        99_999, 100_000
+    )  # the default holds (with noise_hold 1: nothing to hold)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("noise_hold", 0, "--rollout.noise-hold must be >= 1, got 0"),
+        ("noise_hold_fraction", 0.0, r"--rollout.noise-hold-fraction must be in \(0, 1\], got 0.0"),
+        ("noise_hold_fraction", 1.5, r"--rollout.noise-hold-fraction must be in \(0, 1\], got 1.5"),
+    ],
+)
+def test_a_bad_hold_is_refused_by_name(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        RolloutArgs(**{field: value}).validate()

@@ -31,9 +31,10 @@ def collect_playground(
     num_unrolls: int,
     sharding: NamedSharding | None = None,
     noise_hold: int = 1,
+    hold_now=True,
 ):
     """`num_unrolls` consecutive unrolls of `unroll_length` steps as nested `lax.scan`s (jit this), the act
-    key held for `noise_hold` steps at a time (`step_keys`).
+    key held for `noise_hold` steps at a time (`step_keys`) while `hold_now` (a bool, traced or not) is true.
 
     Returns the final env state and observation, and a `Transition` of [num_unrolls * B, T, ...]. With a
     batch `sharding`, the envs (and so every step's actions and extras) stay split over the mesh's devices.
@@ -51,7 +52,12 @@ def collect_playground(
         )
 
     def unroll(carry, unroll_key):
-        carry, transitions = jax.lax.scan(step, carry, step_keys(unroll_key, unroll_length, noise_hold))
+        keys = step_keys(unroll_key, unroll_length)
+        if noise_hold > 1:
+            keys = jax.lax.cond(
+                hold_now, lambda: step_keys(unroll_key, unroll_length, noise_hold), lambda: keys
+            )
+        carry, transitions = jax.lax.scan(step, carry, keys)
         return carry, time_major_to_sequences(transitions)
 
     (env_state, obs), data = jax.lax.scan(unroll, (env_state, obs), jax.random.split(key, num_unrolls))
@@ -177,7 +183,12 @@ class PlaygroundBackend(EnvBackend):
         return state
 
     def _make_iteration(self, update):
-        algorithm, env, rollout = self.algorithm, self.env, self.args.rollout
+        algorithm, env, rollout, total_steps = (
+            self.algorithm,
+            self.env,
+            self.args.rollout,
+            self.args.total_steps,
+        )
         split, whole = distributed.batch_sharding(self.mesh), distributed.replicated(self.mesh)
 
         def iteration(state, env_state, obs):
@@ -185,6 +196,7 @@ class PlaygroundBackend(EnvBackend):
             env_state, obs, data = collect_playground(
                 algorithm, env, state.model.actor, env_state, obs, rollout_key,
                 rollout.unroll_length, rollout.unrolls_per_iteration, split, rollout.noise_hold,
+                rollout.holds_noise(state.env_steps, total_steps),
             )  # fmt: skip
             state, metrics = update(eqx.tree_at(lambda s: s.key, state, state_key), data)
             # Rewards and dones go to every device (the host-side episode statistics read them whole).
