@@ -172,7 +172,6 @@ def cpu_preset(env: str | None) -> Args:
                 epochs=8,
                 normalize_rewards=True,
                 noise_hold=4,
-                noise_hold_fraction=0.5,
             )
         ),
         optim=dataclasses.asdict(OptimArgs(actor_lr=1e-3, critic_lr=1e-3, max_grad_norm=0.5)),

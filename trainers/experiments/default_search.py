@@ -55,6 +55,7 @@ ROWS = {
     "R4_hold4": "**the default**: second default + each env's sampling noise held for 4 steps (`--rollout.noise-hold 4`)",
     "R8_hold8": "second default + noise held for 8 steps",
     "R16_hold16": "second default + noise held for 16 steps",
+    "S4_hold4_half": "the default, the noise held for the first half of the run only (`--rollout.noise-hold-fraction 0.5`)",
     "sb3direct_default": "Stable-Baselines3 PPO itself, its defaults (no VecNormalize)",
     "sb3direct_zoo": "Stable-Baselines3 PPO itself, rl-baselines3-zoo's settings (VecNormalize; gSDE on Pendulum and MountainCar)",
 }  # fmt: skip
