@@ -79,21 +79,12 @@ def test_the_gymnasium_collector_holds_each_envs_noise(algorithm, hold):
         _assert_held(a0, hold)
 
 
-def test_the_playground_collector_holds_each_envs_noise(algorithm):
+def test_the_playground_collector_holds_each_envs_noise_until_the_hold_is_over(algorithm):
     env = PlaygroundEnv.make("tests.jax_point_mass:PointMass", 2, episode_length=50)
     env_state, obs = env.reset(jax.random.key(3))
     collect = eqx.filter_jit(collect_playground)
     actor, key = _actor(obs.shape[-1], 2), jax.random.key(2)
-    *_, data = collect(algorithm, env, actor, env_state, obs, key, UNROLL, 1, None, HOLD)
-    _assert_held(_first_noise(data.extras.path), HOLD)
-
-
-def test_the_playground_collector_draws_afresh_once_the_hold_is_over(algorithm):
-    env = PlaygroundEnv.make("tests.jax_point_mass:PointMass", 2, episode_length=50)
-    env_state, obs = env.reset(jax.random.key(3))
-    collect = eqx.filter_jit(collect_playground)
-    actor, key = _actor(obs.shape[-1], 2), jax.random.key(2)
-    *_, held = collect(algorithm, env, actor, env_state, obs, key, UNROLL, 1, None, HOLD, jnp.asarray(True))
+    *_, held = collect(algorithm, env, actor, env_state, obs, key, UNROLL, 1, None, HOLD)  # hold_now: True
     *_, fresh = collect(algorithm, env, actor, env_state, obs, key, UNROLL, 1, None, HOLD, jnp.asarray(False))
     _assert_held(_first_noise(held.extras.path), HOLD)
     a0 = _first_noise(fresh.extras.path)
