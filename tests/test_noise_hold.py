@@ -91,24 +91,19 @@ def test_the_playground_collector_holds_each_envs_noise_until_the_hold_is_over(a
     assert all(not np.allclose(a0[:, t], a0[:, t + 1]) for t in range(UNROLL - 1))
 
 
-def test_the_hold_covers_the_first_fraction_of_the_run():
-    rollout = RolloutArgs(noise_hold=4, noise_hold_fraction=0.5)
-    assert rollout.holds_noise(0, 100_000) and rollout.holds_noise(49_999, 100_000)
-    assert not rollout.holds_noise(50_000, 100_000)
-    assert bool(rollout.holds_noise(jnp.asarray(10), 100)) and not bool(
-        rollout.holds_noise(jnp.asarray(50), 100)
-    )
-    assert RolloutArgs().holds_noise(
-        99_999, 100_000
-    )  # the default holds (with noise_hold 1: nothing to hold)
+def test_the_hold_covers_the_runs_first_env_steps_whatever_its_budget():
+    rollout = RolloutArgs(noise_hold=4, noise_hold_steps=50_000)
+    assert rollout.holds_noise(0) and rollout.holds_noise(49_999)
+    assert not rollout.holds_noise(50_000) and not rollout.holds_noise(10**9)
+    assert bool(rollout.holds_noise(jnp.asarray(10))) and not bool(rollout.holds_noise(jnp.asarray(50_000)))
+    assert RolloutArgs().holds_noise(10**9)  # 0: the whole run (with noise_hold 1: nothing to hold)
 
 
 @pytest.mark.parametrize(
     "field, value, message",
     [
         ("noise_hold", 0, "--rollout.noise-hold must be >= 1, got 0"),
-        ("noise_hold_fraction", 0.0, r"--rollout.noise-hold-fraction must be in \(0, 1\], got 0.0"),
-        ("noise_hold_fraction", 1.5, r"--rollout.noise-hold-fraction must be in \(0, 1\], got 1.5"),
+        ("noise_hold_steps", -1, "--rollout.noise-hold-steps must be >= 0, got -1"),
     ],
 )
 def test_a_bad_hold_is_refused_by_name(field, value, message):

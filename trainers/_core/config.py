@@ -49,9 +49,11 @@ class RolloutArgs:
     Held noise explores in committed runs of actions, as gSDE's `sde_sample_freq` does, which finds rewards
     that only a sustained push reaches (MountainCar's goal); the policy still acts on every new observation,
     and each action keeps its policy's distribution. Rollouts only: evaluation draws afresh each step."""
-    noise_hold_fraction: float = 1.0
-    """The share of the run (of `total_steps`) whose rollouts hold their noise for `noise_hold` steps; after it
-    every step draws afresh, so the end of training refines the policy without the hold's longer pushes."""
+    noise_hold_steps: int = 0
+    """The env steps, from the start of the run, whose rollouts hold their noise for `noise_hold` steps (0: the
+    whole run); after them every step draws afresh, so that later training refines the policy without the hold's
+    longer pushes. A count of env steps, not a share of the budget: a run's first steps explore the same way
+    whatever its budget, and a short run keeps its hold until it ends."""
     normalize_advantages: bool = True
     """Standardize advantages per minibatch."""
     recompute_gae: bool = False
@@ -63,10 +65,10 @@ class RolloutArgs:
     vectorization: Literal["sync", "async"] = "sync"
     """Gymnasium vector env mode (sync is faster on 2 cores)."""
 
-    def holds_noise(self, env_steps, total_steps: int):
-        """Whether the rollout that starts after `env_steps` of `total_steps` holds its noise (a Python bool
-        for an int, a traced one for an array)."""
-        return env_steps < self.noise_hold_fraction * total_steps
+    def holds_noise(self, env_steps):
+        """Whether the rollout that starts after `env_steps` env steps holds its noise (a Python bool for an
+        int or a whole-run hold, a traced one for an array)."""
+        return self.noise_hold_steps == 0 or env_steps < self.noise_hold_steps
 
     @property
     def sequences_per_iteration(self) -> int:
@@ -95,8 +97,7 @@ class RolloutArgs:
         require(0 < self.gamma <= 1, "rollout.gamma", "in (0, 1]", self.gamma)
         require(0 <= self.gae_lambda <= 1, "rollout.gae_lambda", "in [0, 1]", self.gae_lambda)
         require(self.reward_scaling > 0, "rollout.reward_scaling", "> 0", self.reward_scaling)
-        fraction = self.noise_hold_fraction
-        require(0 < fraction <= 1, "rollout.noise_hold_fraction", "in (0, 1]", fraction)
+        require(self.noise_hold_steps >= 0, "rollout.noise_hold_steps", ">= 0", self.noise_hold_steps)
 
 
 @dataclasses.dataclass(frozen=True)

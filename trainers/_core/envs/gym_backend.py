@@ -91,7 +91,7 @@ class GymnasiumBackend(EnvBackend):
             rollout_key,
             rollout.unroll_length,
             rollout.unrolls_per_iteration,
-            rollout.noise_hold if rollout.holds_noise(int(state.env_steps), self.args.total_steps) else 1,
+            rollout.noise_hold if rollout.holds_noise(int(state.env_steps)) else 1,
         )
         state, metrics = self._update(eqx.tree_at(lambda s: s.key, state, state_key), data)
         return state, metrics, (data.reward, data.terminated | data.truncated)

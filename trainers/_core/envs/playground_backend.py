@@ -183,12 +183,7 @@ class PlaygroundBackend(EnvBackend):
         return state
 
     def _make_iteration(self, update):
-        algorithm, env, rollout, total_steps = (
-            self.algorithm,
-            self.env,
-            self.args.rollout,
-            self.args.total_steps,
-        )
+        algorithm, env, rollout = self.algorithm, self.env, self.args.rollout
         split, whole = distributed.batch_sharding(self.mesh), distributed.replicated(self.mesh)
 
         def iteration(state, env_state, obs):
@@ -196,7 +191,7 @@ class PlaygroundBackend(EnvBackend):
             env_state, obs, data = collect_playground(
                 algorithm, env, state.model.actor, env_state, obs, rollout_key,
                 rollout.unroll_length, rollout.unrolls_per_iteration, split, rollout.noise_hold,
-                rollout.holds_noise(state.env_steps, total_steps),
+                rollout.holds_noise(state.env_steps),
             )  # fmt: skip
             state, metrics = update(eqx.tree_at(lambda s: s.key, state, state_key), data)
             # Rewards and dones go to every device (the host-side episode statistics read them whole).
