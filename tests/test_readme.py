@@ -80,6 +80,14 @@ def test_every_number_block_is_generated():
     assert not re.findall(r"(?<![-\w.])\d+\.\d+\b", prose), "a decimal number typed into the README's prose"
 
 
+def test_the_timing_script_finds_the_readme_blocks_it_runs():
+    """`trainers.perf.new_user` (which times the README's steps) runs the control-script and robot blocks."""
+    from trainers.perf.new_user import SCRIPTS, readme_block
+
+    for name, heading in SCRIPTS.items():
+        compile(readme_block(heading, README), name, "exec")
+
+
 @pytest.mark.slow
 def test_the_own_env_example_learns(tmp_path):
     """The README's own-env example, run as written (seed 0, 8,192 env steps): the trained policy at least halves
