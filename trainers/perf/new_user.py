@@ -26,9 +26,12 @@ STEPS = (
     ("load and evaluate (Using a policy)", "python use_policy.py"),
     ("ONNX export", f"python -m export.onnx {RUN}/policy --out policy.onnx"),
     ("ONNX control loop", "python onnx_run.py"),
-    ("publish --dry-run", f"python -m hub_cards.publish {RUN} --repo-id me/gsb-mdpo-InvertedPendulum-v5 --dry-run"),
+    (
+        "publish --dry-run",
+        f"python -m hub_cards.publish {RUN} --repo-id me/gsb-mdpo-InvertedPendulum-v5 --dry-run",
+    ),
     ("learning curves", f"python -m hub_cards.curves {RUN} --out curves.png"),
-)  # fmt: skip
+)
 SCRIPTS = {"use_policy.py": "## A control script", "onnx_run.py": "## A robot"}
 
 
