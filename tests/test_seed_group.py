@@ -268,6 +268,23 @@ def test_a_config_field_added_after_a_run_started_does_not_block_its_resume(tmp_
         rundir._check_resumable(tmp_path, "gsb_mdpo", with_fields(args, seed_batching="vmap"))
 
 
+def test_a_retired_config_field_blocks_a_resume_only_where_it_changed_what_the_run_did(tmp_path):
+    from trainers._core import rundir
+    from trainers._core.runlog import write_run_json
+
+    args = tiny(output_dir=tmp_path)
+    write_run_json(tmp_path, "gsb_mdpo", args)
+    run = json.loads((tmp_path / "run.json").read_text())
+    for fraction, resumes in ((1.0, True), (0.5, False)):  # a run.json written while the field existed
+        run["args"]["rollout"]["noise_hold_fraction"] = fraction
+        (tmp_path / "run.json").write_text(json.dumps(run))
+        if resumes:
+            rundir._check_resumable(tmp_path, "gsb_mdpo", args)
+        else:
+            with pytest.raises(rundir.RunFolderError, match=r"noise-hold-fraction 0.5 -> None"):
+                rundir._check_resumable(tmp_path, "gsb_mdpo", args)
+
+
 def test_the_readme_performance_block_is_generated_from_the_committed_measurements(capsys):
     from trainers.perf import report
 

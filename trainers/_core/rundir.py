@@ -146,6 +146,19 @@ def _added_at_default(name: str, recorded: dict, args) -> bool:
     return flatten(args_record(type(args)())).get(name) == flatten(args_record(args)).get(name)
 
 
+# Fields removed from the config, each with the recorded value that behaves as the code now does without it (a
+# run recorded with that value resumes; with another it is refused, naming the field).
+RETIRED = {"rollout.noise_hold_fraction": 1.0}  # the hold for the whole run: `rollout.noise_hold_steps` 0 now
+
+
+def _retired_at_neutral(name: str, recorded: dict, args) -> bool:
+    return (
+        name in RETIRED
+        and name not in flatten(args_record(args))
+        and flatten(recorded).get(name) == RETIRED[name]
+    )
+
+
 def _check_resumable(run_dir: Path, algo: str, args) -> None:
     """The folder's recorded experiment equals this one up to result-neutral fields, and what the resume would
     continue from is whole: run.json, the checkpoint record and tensors, and the metrics it was written after."""
@@ -201,7 +214,9 @@ def _check_same_experiment(run_dir: Path, algo: str, args, record: dict) -> None
     refused = {
         name: change
         for name, change in changes.items()
-        if not name.startswith(RESULT_NEUTRAL) and not _added_at_default(name, recorded, args)
+        if not name.startswith(RESULT_NEUTRAL)
+        and not _added_at_default(name, recorded, args)
+        and not _retired_at_neutral(name, recorded, args)
     }
     if refused:
         listed = ", ".join(f"{flag(name)} {old!r} -> {new!r}" for name, (old, new) in refused.items())
