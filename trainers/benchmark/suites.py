@@ -262,8 +262,8 @@ SUITES: dict[str, Suite] = {
             "two-network coupling flow costs several times GSB-MDPO's per step (compute-cpu), so its runs take longer. `fpo` is the FPO paper's surrogate (both advantage signs), "
             "`fpo:flowrl` FlowRL's positive-advantages-only form; `dppo` clamps each action dimension's "
             "log-density before averaging (official DPPO), `dppo:clamp-mean` clamps the average; `fpo_pp` is FPO++ "
-            "(FlowRL's column: 64 flow steps and 16 flow-matching draws per action, so a run costs more than "
-            "FPO's, by how much not yet measured; a reference column, not a paper method); `sb3_ppo:zoo` is Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
+            "(FlowRL's column: 64 flow steps and 16 flow-matching draws per action, so its runs cost more than "
+            "FPO's and, like the zoo column's, fall outside that sizing; a reference column, not a paper method); `sb3_ppo:zoo` is Stable-Baselines3 PPO with rl-baselines3-zoo's tuned hyperparameters and geometry (a reference "
             "column, not a paper method, and outside that sizing: its one-env geometry's many small updates cost "
             "more per env step, so its slowest task takes longer)",
         ),
