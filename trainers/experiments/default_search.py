@@ -14,7 +14,6 @@ table is the mean over seeds 0-2 (the count is given where more ran, the seeds w
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -102,17 +101,15 @@ SMALL_ENVS = {"Reach47-v0": "Reach-v0", "DoubleIntegrator-v0": "DoubleIntegrator
 EVAL_EPISODES, EVAL_SEED = 50, 10_000
 
 
-def run(tag: str, env: str, steps: int, seeds: list[int], over: dict, log: Path = LOG) -> list[dict]:
+def run(tag: str, env: str, steps: int, seeds: list[int], over: dict, log: Path = LOG) -> None:
     """Train GSB-MDPO's `cpu` preset plus `over` on `env` for `steps` env steps per seed, evaluate each policy
     over the log's 50 deterministic episodes and append one line per seed to `log`."""
     from gsbpolicy.gym import evaluate
     from trainers import gsb_mdpo
+    from trainers._core.runlog import git_commit
 
     env_id = f"trainers.benchmark.small_envs:{SMALL_ENVS[env]}" if env in SMALL_ENVS else env
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    lines = []
+    commit = git_commit()["commit"]
     for seed in seeds:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as run_dir:
@@ -124,8 +121,6 @@ def run(tag: str, env: str, steps: int, seeds: list[int], over: dict, log: Path 
         with log.open("a") as f:
             f.write(json.dumps(line) + "\n")
         print(f"{tag} {env} {steps} seed {seed}: {result.mean:.1f}", flush=True)
-        lines.append(line)
-    return lines
 
 
 def with_table(page: str, content: str) -> str:

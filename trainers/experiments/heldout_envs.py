@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from trainers.experiments.default_search import EVAL_EPISODES, EVAL_SEED
+
 FOLDER = Path(__file__).resolve().parents[2] / "hub_cards" / "results" / "raw" / "heldout"
 STEPS = 150_000  # the cpu preset's own budget, as `gsb_mdpo.train(MyEnv)` runs it; SB3 gets the same
 
@@ -36,11 +38,11 @@ def train_and_score(algo: str, env_cls, seed: int):
 
         with tempfile.TemporaryDirectory() as run_dir:
             policy = gsb_mdpo.train(env_cls, seed=seed, output_dir=run_dir)
-            return evaluate(policy, env_cls(), n_episodes=50, deterministic=True, seed=10_000)
+            return evaluate(policy, env_cls(), n_episodes=EVAL_EPISODES, deterministic=True, seed=EVAL_SEED)
     from stable_baselines3 import PPO
 
     model = PPO("MlpPolicy", env_cls(), seed=seed, device="cpu").learn(STEPS)
-    return evaluate(model, env_cls(), n_episodes=50, deterministic=True, seed=10_000)
+    return evaluate(model, env_cls(), n_episodes=EVAL_EPISODES, deterministic=True, seed=EVAL_SEED)
 
 
 def main(argv=None) -> None:
