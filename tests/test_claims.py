@@ -269,8 +269,8 @@ def test_a_verdict_is_post_hoc_unless_its_rule_predates_every_run_it_reads(monke
 def test_a_rules_fingerprint_follows_its_code_not_its_comments():
     from pathlib import Path
 
-    folder = Path(claims.__file__).parent
-    sources = {m: (folder / f"{m}.py").read_text() for m in claims.RULE_MODULES}
+    root = Path(claims.__file__).resolve().parents[2]
+    sources = {m: (root / path).read_text() for m, path in claims.RULE_MODULES.items()}
     base = claims.rule_fingerprint("clip_fraction_about_0_2", sources)
     assert base and claims.rule_fingerprint("no_such_rule", sources) is None
     commented = {
@@ -289,6 +289,35 @@ def test_a_rules_fingerprint_follows_its_code_not_its_comments():
     # A threshold it reads in stats or exact is part of it too.
     holm = {**sources, "exact": sources["exact"].replace("(m - position)", "(m - position + 0)")}
     assert claims.rule_fingerprint("clear_gains", holm) != claims.rule_fingerprint("clear_gains", sources)
+
+
+def test_a_claims_fingerprint_covers_the_code_that_selects_its_data():
+    from pathlib import Path
+
+    root = Path(claims.__file__).resolve().parents[2]
+    sources = {m: (root / path).read_text() for m, path in claims.RULE_MODULES.items()}
+    base = {rule: claims.claim_fingerprint(rule, sources) for rule in ("clear_gains", "toy_l1_about_0_1")}
+
+    def changed(module: str, old: str, new: str) -> dict:
+        assert old in sources[module]
+        edited = {**sources, module: sources[module].replace(old, new)}
+        return {rule: claims.claim_fingerprint(rule, edited) for rule in base}
+
+    # The per-seed value a suite rule reads, how a row combines its tasks, the seeds a suite plans, the toy's
+    # supersede-by-rerun: each moves the rules that read it, and only those.
+    final = changed("summary", 'r["final"]["mean"] for r in runs]', 'r["final"]["mean"] * 1 for r in runs]')
+    assert (
+        final["clear_gains"] != base["clear_gains"] and final["toy_l1_about_0_1"] == base["toy_l1_about_0_1"]
+    )
+    combined = changed("claims_report", "if DISAGREES in outcomes:", "if DISAGREES in outcomes[1:]:")
+    assert combined["clear_gains"] != base["clear_gains"]
+    seeds = changed("suites", "seeds=(0, 1, 2, 3, 4),", "seeds=(0, 1, 2, 3),")
+    assert seeds["clear_gains"] != base["clear_gains"]
+    latest = changed("toy_tilt", "{_cell(r): r for r in records", "{_cell(r): r for r in records[::-1]")
+    assert (
+        latest["toy_l1_about_0_1"] != base["toy_l1_about_0_1"]
+        and latest["clear_gains"] == base["clear_gains"]
+    )
 
 
 def test_a_verdict_on_runs_another_suite_reused_is_given_once(monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from trainers.benchmark import claims
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = [f"trainers/benchmark/{m}.py" for m in claims.RULE_MODULES]
+FILES = list(claims.RULE_MODULES.values())
 
 
 def _git(*args: str) -> str:
@@ -43,9 +43,9 @@ def _history_or_skip() -> None:
 def _where_set(rule: str) -> str:
     """The commit since which `rule`'s code is what it is now: the oldest of the unbroken run of commits
     touching the rule files whose fingerprint equals today's."""
-    now, found = claims.rule_fingerprint(rule, _now()), None
+    now, found = claims.claim_fingerprint(rule, _now()), None
     for commit in _git("rev-list", "HEAD", "--", *FILES).split():
-        if claims.rule_fingerprint(rule, _sources_at(commit)) != now:
+        if claims.claim_fingerprint(rule, _sources_at(commit)) != now:
             break
         found = commit
     return found or "not committed yet"
@@ -60,11 +60,11 @@ def test_each_rule_was_set_at_its_recorded_commit_and_has_not_changed_since(rule
     _history_or_skip()
     commit, date = claims.RULES_SET_AT[rule]
     hint = f"{rule} took its present form at {_where_set(rule)}: record that commit in claims.RULES_SET_AT"
-    now = claims.rule_fingerprint(rule, _now())
+    now = claims.claim_fingerprint(rule, _now())
     known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
     assert known.returncode == 0, f"{commit} is not in this history (rebased?): {hint}"
-    assert claims.rule_fingerprint(rule, _sources_at(commit)) == now, hint
-    assert claims.rule_fingerprint(rule, _sources_at(f"{commit}^")) != now, hint
+    assert claims.claim_fingerprint(rule, _sources_at(commit)) == now, hint
+    assert claims.claim_fingerprint(rule, _sources_at(f"{commit}^")) != now, hint
     for later in _git("rev-list", f"{commit}..HEAD", "--", *FILES).split():
-        assert claims.rule_fingerprint(rule, _sources_at(later)) == now, f"{rule} changed at {later}: {hint}"
+        assert claims.claim_fingerprint(rule, _sources_at(later)) == now, f"{rule} changed at {later}: {hint}"
     assert _git("show", "-s", "--format=%aI", commit).strip() == date

@@ -605,8 +605,31 @@ hoc."""
 
 
 # ---------------------------------------------------------------------------------------------- rule identity
-RULE_MODULES = ("claims", "stats", "exact")
-"""The modules of `trainers/benchmark/` whose code a rule can read (as `stats.X`, `exact.X` or a name here)."""
+RULE_MODULES = {
+    "claims": "trainers/benchmark/claims.py",
+    "stats": "trainers/benchmark/stats.py",
+    "exact": "trainers/benchmark/exact.py",
+    "suites": "trainers/benchmark/suites.py",
+    "summary": "trainers/benchmark/summary.py",
+    "claims_report": "trainers/benchmark/claims_report.py",
+    "aggregate": "trainers/benchmark/aggregate.py",
+    "confirmatory": "trainers/benchmark/confirmatory.py",
+    "toy_tilt": "trainers/experiments/toy_tilt.py",
+}
+"""Module name -> its path in the repository: every module whose code a verdict can depend on, the rules' own
+and the code that selects their data."""
+SELECTION: dict[str, tuple[tuple[str, str], ...]] = {
+    # Per task and column, the runs and each one's value (`summarize`, with the suite's definition it reads), the
+    # columns planned but not run, and how the row's verdict combines its tasks.
+    "suites": (("summary", "summarize"), ("claims_report", "_judge_tasks"), ("claims_report", "_row_verdict")),
+    "runs": (("summary", "summarize"),),
+    "runtime": (("aggregate", "measurements"),),
+    # The toy's paper-setting runs: the settings that define it, and the latest logged run of each cell.
+    "toy": (("aggregate", "measurements"), ("toy_tilt", "Args"), ("toy_tilt", "settings"),
+            ("toy_tilt", "_latest"), ("toy_tilt", "_loop_summary")),
+}  # fmt: skip
+"""What a claim's rule is fingerprinted with besides its own code, by the claim's `source`: the functions that
+select and shape the data it reads."""
 
 
 def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
@@ -622,25 +645,53 @@ def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
     return found
 
 
-def rule_fingerprint(rule: str, sources: dict[str, str]) -> str | None:
-    """A digest of rule `rule`'s code: its function and every function, class and constant it reads,
-    transitively, in `sources` (module name in RULE_MODULES -> its source text), compared as syntax trees
-    (docstrings included, comments and layout not). None when the rule is not defined there."""
-    defs = {m: _definitions(ast.parse(text)) for m, text in sources.items()}
-    if rule not in defs.get("claims", {}):
+def _imports(tree: ast.Module, modules: set[str]) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """The names a module binds by importing from `modules` (anywhere in it, functions included): module aliases
+    (`from . import claims as c`: c -> claims) and imported names (`from .suites import SUITES`)."""
+    aliases, names = {}, {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        source = (node.module or "").split(".")[-1]
+        for alias in node.names:
+            if not node.module and alias.name in modules:
+                aliases[alias.asname or alias.name] = alias.name
+            elif source in modules:
+                names[alias.asname or alias.name] = (source, alias.name)
+    return aliases, names
+
+
+def rule_fingerprint(
+    rule: str, sources: dict[str, str], module: str = "claims", roots: tuple[tuple[str, str], ...] = ()
+) -> str | None:
+    """A digest of rule `rule`'s code (a function of `module`) and of `roots` (module, name): each function and
+    every function, class and constant it reads, transitively, in `sources` (module name -> its source text),
+    following imports between them, compared as syntax trees (docstrings included, comments and layout not).
+    None when the rule is not defined there."""
+    trees = {m: ast.parse(text) for m, text in sources.items()}
+    defs = {m: _definitions(tree) for m, tree in trees.items()}
+    bound = {m: _imports(tree, set(trees)) for m, tree in trees.items()}
+    if rule not in defs.get(module, {}):
         return None
-    seen, todo = set(), [("claims", rule)]
+    seen, todo = set(), [(module, rule), *roots]
     while todo:
         module, name = todo.pop()
         if (module, name) in seen or name not in defs.get(module, {}):
             continue
         seen.add((module, name))
+        aliases, names = bound[module]
         for node in ast.walk(defs[module][name]):
             if isinstance(node, ast.Name):
-                todo.append((module, node.id))
-            elif (
-                isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in defs
-            ):
-                todo.append((node.value.id, node.attr))
+                todo.append(names.get(node.id, (module, node.id)))
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                base = aliases.get(node.value.id, node.value.id)
+                if base in defs:
+                    todo.append((base, node.attr))
     text = "\n".join(f"{m}.{n}: {ast.dump(defs[m][n])}" for m, n in sorted(seen))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def claim_fingerprint(rule: str, sources: dict[str, str]) -> str | None:
+    """The fingerprint of a claim rule (a function here) with the code that selects its data (`SELECTION`)."""
+    source = next((c.source for c in CLAIMS if c.rule.__name__ == rule), "suites")
+    return rule_fingerprint(rule, sources, roots=SELECTION[source])

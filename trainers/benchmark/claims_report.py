@@ -77,19 +77,26 @@ def _suite_row(claim: Claim, name: str, summary: dict, seen: set) -> Row | None:
     entries = [summary["tasks"][t][col] for t, o in judged.items() for col in o.columns]
     seeds = sorted({len(e["seeds"]) for e in entries})
     seeds_text = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
-    untested = [t for t in claim.tasks if t not in judged]
     count = f" ({len(judged)} of {len(claim.tasks)} claimed tasks)" if len(claim.tasks) > 1 else ""
     evidence = (
         f"{name}: {', '.join(judged)}{count}; {seeds_text} seed{'s' * (seeds != [1])} per column; "
         f"{summary['budget_env_steps']:,} env steps; {_tests_text(len(first.asked))}"
     )
+    verdict, detail = _row_verdict(claim, judged)
+    started = c._started(entries)
+    return Row(claim, name, evidence, verdict, detail, len(first.asked), post_hoc(claim, started))
+
+
+def _row_verdict(claim: Claim, judged: dict[str, Outcome]) -> tuple[str, str]:
+    """A suite row's verdict and per-task detail from its tasks' outcomes (`combine`); a claim about every one
+    of its tasks (`Claim.every_task`) that some task has not tested cannot agree."""
     detail = "; ".join(f"{t}: {o.verdict} ({o.detail})" for t, o in judged.items())
     verdict = combine([o.verdict for o in judged.values()])
+    untested = [t for t in claim.tasks if t not in judged]
     if untested:
         detail += f"; {NOT_MEASURED}: {', '.join(untested)}"
         verdict = INCONCLUSIVE if claim.every_task and verdict == AGREES else verdict
-    started = c._started(entries)
-    return Row(claim, name, evidence, verdict, detail, len(first.asked), post_hoc(claim, started))
+    return verdict, detail
 
 
 def _tests_text(n: int) -> str:

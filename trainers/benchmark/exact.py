@@ -13,7 +13,8 @@
 
 Ranks are doubled so that midranks (halves) are integers and every distribution is counted exactly, by
 dynamic programming over the achievable sums. p-values are two-sided: the probability, under the null, of a
-statistic at least as far from its null mean as the one observed.
+statistic at least as far from its null mean as the one observed; `rank_sum_p_greater` is the one-sided form the
+pre-registered (confirmatory) tests use, where each claim states its direction.
 """
 
 from math import comb
@@ -34,9 +35,9 @@ def _two_sided(counts: np.ndarray, observed: int, mean_twice: int) -> float:
     return float(counts[far].sum() / counts.sum())
 
 
-def rank_sum_p(x, y) -> float:
-    """Two-sided exact p-value of the rank-sum (Mann-Whitney) test of runs `x` against runs `y`, midranks for
-    ties. 3 runs against 3 that do not overlap give 2/20 = 0.10, the smallest p such columns can reach."""
+def _rank_sum_null(x, y) -> tuple[np.ndarray, int, np.ndarray]:
+    """The pooled runs' doubled midranks, the observed doubled rank sum of `x`, and `counts[s]`: how many ways
+    of picking len(x) of the pooled runs give the doubled rank sum s (the exact null distribution)."""
     x, y = np.ravel(np.asarray(x, dtype=float)), np.ravel(np.asarray(y, dtype=float))
     ranks = _doubled_midranks(np.concatenate([x, y]))
     n = x.size
@@ -45,8 +46,22 @@ def rank_sum_p(x, y) -> float:
     counts[0, 0] = 1.0
     for r in ranks:
         counts[1:, r:] = counts[1:, r:] + counts[:-1, : counts.shape[1] - r]
-    observed = int(ranks[:n].sum())
-    return _two_sided(counts[n], observed, n * int(ranks.sum()) * 2 // ranks.size)
+    return ranks, int(ranks[:n].sum()), counts[n]
+
+
+def rank_sum_p(x, y) -> float:
+    """Two-sided exact p-value of the rank-sum (Mann-Whitney) test of runs `x` against runs `y`, midranks for
+    ties. 3 runs against 3 that do not overlap give 2/20 = 0.10, the smallest p such columns can reach."""
+    ranks, observed, counts = _rank_sum_null(x, y)
+    n = np.size(x)
+    return _two_sided(counts, observed, n * int(ranks.sum()) * 2 // ranks.size)
+
+
+def rank_sum_p_greater(x, y) -> float:
+    """One-sided exact p-value of the rank-sum test that runs `x` rank above runs `y`: the null probability of
+    a rank sum of `x` at least the one observed (midranks for ties). 5 runs all above 5 give 1/252 = 0.004."""
+    _, observed, counts = _rank_sum_null(x, y)
+    return float(counts[observed:].sum() / counts.sum())
 
 
 def signed_rank_p(x, y) -> float:

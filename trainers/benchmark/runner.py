@@ -538,7 +538,7 @@ def plan(args: BenchArgs, suite: Suite) -> list[tuple[str, Variant, int]]:
         for seed in seeds
         for task in tasks
         for variant in variants
-        if suite.runs(task, variant)
+        if suite.runs(task, variant) and seed in suite.seeds_for(task)
     ]
 
 

@@ -10,6 +10,8 @@ and shrink only the rollout geometry and the budget, so that one method x task x
 """
 
 import dataclasses
+import json
+from pathlib import Path
 
 from ..registry import ALGORITHMS, PROPOSED, get_algo
 from .pretraining import PRETRAINED, Pretraining
@@ -77,10 +79,16 @@ class Suite:
     floors: bool = False
     """Also score doing nothing (zero action) and uniformly random actions on every task
     (`trainers.benchmark.floors`), the floors the trained columns are read against."""
+    task_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """(task, seeds) for tasks that run only some of `seeds` (a confirmatory suite's per-task seed counts)."""
 
     def steps(self, task: str) -> int:
         """The env-step budget of one task."""
         return dict(self.task_steps).get(task, self.total_steps)
+
+    def seeds_for(self, task: str) -> tuple[int, ...]:
+        """The seeds one task runs."""
+        return dict(self.task_seeds).get(task, self.seeds)
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -94,7 +102,7 @@ class Suite:
 
     @property
     def planned_runs(self) -> int:
-        return len(self.seeds) * sum(self.runs(t, v) for t in self.tasks for v in self.variants)
+        return sum(len(self.seeds_for(t)) * self.runs(t, v) for t in self.tasks for v in self.variants)
 
     @property
     def variant_names(self) -> list[str]:
@@ -547,3 +555,42 @@ SUITES: dict[str, Suite] = {
         ),
     )
 }
+
+
+PREREGISTRATION_FILE = Path(__file__).resolve().parents[2] / "hub_cards" / "results" / "preregistration.json"
+"""The pre-registered claims (`trainers.benchmark.preregistration`); each one that runs a suite defines it here."""
+
+
+def confirmatory_suite(registration: dict) -> Suite:
+    """The suite of a registered claim's runs: its source suite's preset, geometry, evaluation and budget, on the
+    registered tasks only, the treatment everywhere and each task's comparator on that task, at the registered
+    (fresh) seeds of each task. Its ledger holds nothing else, so no exploratory run can enter the verdict."""
+    source = SUITES[registration["source"]]
+    by_task = {e["task"]: e for e in registration["tasks"]}
+    comparators: dict[str, list[str]] = {}
+    for e in registration["tasks"]:
+        comparators.setdefault(e["comparator"], []).append(e["task"])
+    variants = [dataclasses.replace(source.variant(registration["treatment"]), tasks=None)]
+    variants += [dataclasses.replace(source.variant(c), tasks=tuple(t)) for c, t in comparators.items()]
+    return dataclasses.replace(
+        source,
+        name=registration["suite"],
+        description=f"Confirmatory runs of the pre-registered claim `{registration['id']}`: "
+        f"{registration['claim']} ({source.name}'s settings, fresh seeds).",
+        tasks=tuple(by_task),
+        seeds=tuple(sorted({s for e in registration["tasks"] for s in e["seeds"]})),
+        task_seeds=tuple((t, tuple(e["seeds"])) for t, e in by_task.items()),
+        variants=tuple(variants),
+        budget_note=f"{source.steps(registration['tasks'][0]['task']):,} env steps, {source.name}'s budget",
+        kind="confirmatory",
+        floors=False,
+    )
+
+
+def _registered() -> list[dict]:
+    if not PREREGISTRATION_FILE.exists():
+        return []
+    return json.loads(PREREGISTRATION_FILE.read_text())["registrations"]
+
+
+SUITES.update({r["suite"]: confirmatory_suite(r) for r in _registered() if r.get("suite")})
