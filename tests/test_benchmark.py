@@ -625,7 +625,7 @@ def test_committed_summaries_match_committed_ledgers():
 def test_suites_are_consistent():
     for suite in SUITES.values():
         assert len(set(suite.variant_names)) == len(suite.variants)
-        assert suite.kind in ("benchmark", "ablation", "compute", "finetune")
+        assert suite.kind in ("benchmark", "ablation", "compute", "finetune", "confirmatory")
         assert {v.baseline for v in suite.variants} <= set(suite.variant_names)  # every control is a column
     assert SUITES["paper-playground"].total_steps == 60_000_000 and len(SUITES["paper-playground"].tasks) == 8
     assert SUITES["paper-gym"].total_steps == 40_000_000 and len(SUITES["paper-gym"].seeds) == 5

@@ -85,8 +85,9 @@ def test_clear_gains_needs_a_holm_corrected_win_against_every_paper_baseline(pla
         "pg: BallInCup, FingerSpin (2 of 4 claimed tasks); 5 seeds per column; 300 env steps; 4 tests, Holm-corrected"
     )
     assert (
-        "FingerSpin: agrees (gsb_mdpo better than fpo (p 0.008, Holm 0.032), gaussian_ppo (p 0.008"
-        in row.detail
+        "FingerSpin: agrees (gsb_mdpo better than fpo (" in row.detail
+        and "P(X > Y) 1.00 [1.00, 1.00], ahead in 25 of 25 seed pairs; two-sided p 0.008, Holm 0.032), gaussian_ppo ("
+        in row.detail.split("FingerSpin: ")[1]
     )
     assert row.detail.endswith("not measured yet: FingerTurnEasy, FingerTurnHard")
 
@@ -96,7 +97,8 @@ def test_three_seeds_can_never_win_and_say_so():
     outcome = _judge(claims.clear_gains, entries)
     assert outcome.verdict == claims.INCONCLUSIVE
     assert outcome.detail == (
-        "gsb_mdpo inconclusive vs fpo (p 0.100, Holm 0.100); too few seeds to reach p <= 0.05 after Holm: fpo"
+        "gsb_mdpo inconclusive vs fpo (11.0 vs 2.00, P(X > Y) 1.00 [1.00, 1.00], ahead in 9 of 9 seed pairs; "
+        "two-sided p 0.100, Holm 0.100); too few seeds to reach p <= 0.05 after Holm: fpo"
     )
     assert (
         _judge(claims.competitive, entries).verdict == claims.INCONCLUSIVE
@@ -181,7 +183,10 @@ def test_ode_against_sde_is_a_paired_test_within_the_ablation_and_over_every_gsb
     summaries = _ode_summaries(monkeypatch, [1.0])  # ODE above SDE in every run (FPO's runs do not count)
     outcome, tests = claims.run_rule(claims.ode_beats_sde, summaries)
     assert tests == 2 and outcome.verdict == claims.AGREES
-    assert "within the ablation (3 runs, signed-rank): ODE inconclusive vs SDE (p 0.250" in outcome.detail
+    assert (
+        "within the ablation (3 runs, signed-rank): ODE inconclusive vs SDE (higher in 3 of 3 runs; two-sided p 0.250"
+        in outcome.detail
+    )
     assert (
         "every GSB-MDPO run (13 runs, 13 with ODE higher, sign test): ODE better than SDE" in outcome.detail
     )
@@ -253,17 +258,31 @@ def test_the_toy_claim_reads_at_least_three_seeds_of_the_papers_algorithm():
     assert row.verdict == claims.NOT_MEASURED
 
 
-def test_a_verdict_is_post_hoc_unless_its_rule_predates_every_run_it_reads(monkeypatch):
-    claim = next(c for c in claims.CLAIMS if c.rule is claims.clear_gains)
-    monkeypatch.setitem(claims.RULES_SET_AT, "clear_gains", ("abc", "2026-12-01T12:00:00+00:00"))
-    assert claims_report.post_hoc(claim, "2026-12-01T13:00:00+00:00") == ""
-    assert (
-        claims_report.post_hoc(claim, "2026-12-01T11:00:00+00:00")
-        == "post hoc: the rule was set after its data"
+def test_a_registered_claim_gets_a_confirmatory_row_first_and_every_other_row_is_exploratory(monkeypatch):
+    claim = next(c for c in claims.CLAIMS if c.rule is claims.clipping_matters)
+    registration = {"id": "clip", "claim": claim.short, "suite": "confirm-clip", "source": "ablation-cpu",
+                    "test": "less", "alpha": 0.05, "treatment": "no clip,eta=0", "budget_env_steps": 1_000_000,
+                    "run": "python -m trainers.benchmark --suite confirm-clip --publish --resume --jobs 2",
+                    "tasks": [{"task": "HalfCheetah-v5", "comparator": "eta=0", "margin": None, "seeds": [100, 101, 102, 103, 104],
+                               "exploratory": {"treatment": [1.0], "comparator": [2.0]}}]}  # fmt: skip
+    records = [
+        {"task": "HalfCheetah-v5", "variant": v, "seed": 100 + i, "curve": {"deterministic": [base + i] * 3}}
+        for v, base in (("no clip,eta=0", 1000), ("eta=0", 3000))
+        for i in range(5)
+    ]
+    pending, *rest = claims_report.rows({}, {"confirmatory": {"clip": (registration, records[:7])}})[11:13]
+    row = next(
+        r
+        for r in claims_report.rows({}, {"confirmatory": {"clip": (registration, records)}})
+        if r.claim is claim
     )
-    assert claims_report.post_hoc(claim, None).startswith("post hoc")
-    monkeypatch.delitem(claims.RULES_SET_AT, "clear_gains")
-    assert claims_report.post_hoc(claim, "2027-01-01T00:00:00+00:00").startswith("post hoc")
+    assert (row.label, row.source, row.verdict) == ("confirmatory", "confirm-clip", claims.AGREES)
+    assert "1000 vs 3002" not in row.detail and "1002.0 vs 3002.0" in row.detail
+    assert "ahead in 0 of 25 seed pairs" in row.detail and "1/40 of the paper's" in row.evidence
+    assert row.brief.startswith("ahead in 0 of 25 seed pairs")
+    judged = claims_report._confirmatory_rows(claim, {"confirmatory": {"clip": (registration, records[:7])}})
+    assert judged[0].verdict == "pending" and "7 of 10 registered runs done" in judged[0].detail
+    assert {r.label for r in claims_report.rows({}, {}) if r.source} <= {"exploratory"}
 
 
 def test_a_rules_fingerprint_follows_its_code_not_its_comments():

@@ -21,7 +21,7 @@ from pathlib import Path
 from gsbpolicy._files import atomic_write_bytes
 
 from ..registry import ALGORITHMS
-from . import claims_report
+from . import claims_report, confirmatory
 from .ledger import (
     PROBE_FILE,
     RESULTS_DIR,
@@ -32,14 +32,16 @@ from .ledger import (
     read_probes,
 )
 from .plots import plot
+from .preregistration import TOY_LOG, load
 from .report import TEMPLATES, markdown
-from .suites import SUITES
+from .suites import PREREGISTRATION_FILE, SUITES
 from .summary import summarize
 
 ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
 DOCS_DIR = ROOT / "docs" / "benchmarks"
 REPRODUCING = ROOT / "docs" / "reproducing.md"
+PREREGISTRATIONS_PAGE = DOCS_DIR / "preregistration.md"
 ALGORITHMS_FILE = "algorithms.json"
 """The registry as the model cards read it (hub_cards imports nothing from trainers)."""
 HEADLINE = "headline"
@@ -65,7 +67,29 @@ def measurements(results_dir: Path) -> dict:
     return {
         "runtime": {p.name: json.loads(p.read_text()) for p in sorted(results_dir.glob("runtime-*.json"))},
         "toy": json.loads(toy.read_text()) if toy.exists() else None,
+        "confirmatory": registered_runs(results_dir),
     }
+
+
+def registrations_table(results_dir: Path) -> str:
+    """The pre-registrations with their comparators, seeds, planned power and where their runs stand."""
+    judged = []
+    for registration, records in registered_runs(results_dir).values():
+        rule = confirmatory.judge if registration.get("suite") else confirmatory.judge_toy
+        judged.append((registration, rule(registration, records)))
+    return TEMPLATES.get_template("preregistration.md.jinja").render(
+        registrations=judged, test_names=confirmatory.TEST_NAMES
+    )
+
+
+def registered_runs(results_dir: Path) -> dict[str, tuple[dict, list[dict]]]:
+    """Each pre-registered claim in `results_dir` with the records it may read: its suite's ledger, or the toy's
+    run log (`confirmatory` selects the registered runs from them)."""
+    found = {}
+    for registration in load(results_dir / PREREGISTRATION_FILE.name):
+        path = results_dir / (f"{registration['suite']}.runs.jsonl" if registration.get("suite") else TOY_LOG)
+        found[registration["id"]] = (registration, read_ledger(path) if path.exists() else [])
+    return found
 
 
 def pages_dir(results_dir: Path) -> Path:
@@ -167,6 +191,7 @@ def _blocks(all_summaries: dict[str, dict], readme: Path, results_dir: Path) -> 
     blocks = [(readme, HEADLINE, headline(all_summaries, measurements(results_dir)))]
     if results_dir.resolve() == RESULTS_DIR.resolve():
         blocks.append((REPRODUCING, "cost", TEMPLATES.get_template("cost.md.jinja").render(rows=cost_rows())))
+        blocks.append((PREREGISTRATIONS_PAGE, "registrations", registrations_table(results_dir)))
     return [(path, name, text) for path, name, text in blocks if path.exists()]
 
 

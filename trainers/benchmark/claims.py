@@ -17,8 +17,10 @@ are adjusted by Holm's method and a comparison is "better" or "worse" only when 
 (two-sided). A rule asks for its tests through `Family`, which runs it twice: once to learn the family, then
 with the corrected verdicts. Each rule's docstring is the rule; the generated page quotes it, and
 `RULES_SET_AT` records the commit at which the rule's code (its function, the helpers and thresholds it reads
-here and in `stats`/`exact`) took its present form, which a test checks against the git history. A verdict
-on runs that started before that commit is marked "post hoc": the rule was written after its data existed.
+here and in `stats`/`exact`, and the code that selects its data: `SELECTION`) took its present form, which a
+test checks against the git history. Every verdict of these rules is exploratory: they read runs whose seeds were
+seen before the rules took their form. A confirmatory verdict comes from a pre-registered claim
+(`preregistration`, judged by `confirmatory`) on fresh seeds.
 """
 
 import ast
@@ -67,13 +69,35 @@ class Verdict:
     decidable: bool
     """Whether the test could reach significance at all: the smallest p its sample sizes allow is at most
     ALPHA divided by the family's size (3 seeds against 3 never can: their smallest p is 0.10)."""
+    size: str = ""
+    """Direction and size: the two means, P(X > Y) with its bootstrap interval and the seed pairs ahead (two
+    columns), or the runs higher (paired)."""
 
     def text(self) -> str:
-        return f"p {_p_text(self.p)}, Holm {_p_text(self.adjusted)}"
+        return f"{self.size}; two-sided p {_p_text(self.p)}, Holm {_p_text(self.adjusted)}"
 
 
 def _p_text(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def number(value: float) -> str:
+    """A return or ratio as the pages print it: one decimal from 10 up, two from 0.01, 3 significant digits below."""
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}" if abs(value) >= 0.01 else f"{value:.3g}"
+
+
+def _unpaired_size(x: np.ndarray, y: np.ndarray) -> tuple[str, int]:
+    """Direction and size of runs `x` against runs `y`, and the seed pairs in which x is ahead."""
+    compared = stats.compare(x, y)
+    ahead = int(np.sum(x[:, None] > y[None, :]))
+    p = compared["p_improvement"]
+    improvement = (
+        "" if p is None else f", P(X > Y) {p:.2f} [{compared['ci'][0]:.2f}, {compared['ci'][1]:.2f}]"
+    )
+    return (
+        f"{number(x.mean())} vs {number(y.mean())}{improvement}, ahead in {ahead} of {x.size * y.size} seed pairs",
+        ahead,
+    )
 
 
 class Family:
@@ -82,6 +106,8 @@ class Family:
 
     def __init__(self, adjusted: dict[str, float] | None = None):
         self.asked: dict[str, tuple[float, int, float]] = {}
+        self.ahead: dict[str, tuple[int, int]] = {}
+        """Per test: the pairs (or paired runs) in which the first compared is ahead, and all of them."""
         self.adjusted = adjusted
         self.scope = ""
         """Prefixed to every label: the task a row's rule is judging (one family spans the row's tasks)."""
@@ -91,7 +117,10 @@ class Family:
         x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
         side = np.sign(stats.probability_of_improvement(x[:, None], y[:, None]) - 0.5)
         smallest = 2 / math.comb(x.size + y.size, x.size)
-        return self._verdict(label, exact.rank_sum_p(x, y), int(side), smallest)
+        size, ahead = _unpaired_size(x, y)
+        return self._verdict(
+            label, exact.rank_sum_p(x, y), int(side), smallest, size, (ahead, x.size * y.size)
+        )
 
     def paired(self, label: str, x, y, scale_free: bool = False) -> Verdict:
         """The same runs evaluated two ways: the exact signed-rank test (one task's scale), or with
@@ -100,15 +129,22 @@ class Family:
         d = d[d != 0]
         side = int(np.sign(np.sum(d > 0) - np.sum(d < 0))) if scale_free else int(np.sign(_signed_ranks(d)))
         p = (exact.sign_test_p if scale_free else exact.signed_rank_p)(d, np.zeros_like(d))
-        return self._verdict(label, p, side, 2 / 2**d.size if d.size else 1.0)
+        higher = int(np.sum(np.asarray(x, dtype=float) > np.asarray(y, dtype=float)))
+        size = f"higher in {higher} of {np.size(x)} runs"
+        return self._verdict(
+            label, p, side, 2 / 2**d.size if d.size else 1.0, size, (higher, int(np.size(x)))
+        )
 
-    def _verdict(self, label: str, p: float, side: int, smallest: float) -> Verdict:
+    def _verdict(
+        self, label: str, p: float, side: int, smallest: float, size: str, ahead: tuple[int, int]
+    ) -> Verdict:
         label = f"{self.scope}: {label}"
         self.asked[label] = (p, side, smallest)
+        self.ahead[label] = ahead
         adjusted = (self.adjusted or {}).get(label, 1.0)
         significant = self.adjusted is not None and adjusted <= ALPHA
         word = {1: "better", -1: "worse"}.get(side, "inconclusive") if significant else "inconclusive"
-        return Verdict(word, p, adjusted, smallest <= ALPHA / max(len(self.adjusted or self.asked), 1))
+        return Verdict(word, p, adjusted, smallest <= ALPHA / max(len(self.adjusted or self.asked), 1), size)
 
     def corrected(self) -> "Family":
         """A fresh `Family` holding the Holm-adjusted p-values of the tests asked so far."""

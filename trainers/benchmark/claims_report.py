@@ -1,14 +1,18 @@
 """The paper's claims judged against the benchmark summaries and the committed measurements, as the
 documentation's claims page and the README's one line per claim. The rules themselves, and the claims'
-wording, are `claims`."""
+wording, are `claims`. A claim with a pre-registration (`preregistration`) gets a confirmatory row first, judged
+on its registered runs by `confirmatory`; every other row is exploratory."""
 
 import dataclasses
-import datetime
 import inspect
 
 from . import claims as c
-from .claims import AGREES, CLAIMS, DISAGREES, INCONCLUSIVE, NOT_MEASURED, Claim, Family, Outcome
+from . import confirmatory
+from .claims import AGREES, CLAIMS, DISAGREES, INCONCLUSIVE, NOT_MEASURED, Claim, Family, Outcome, number
 from .report import TEMPLATES
+from .suites import SUITES
+
+EXPLORATORY, CONFIRMATORY = "exploratory", "confirmatory"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,8 +25,11 @@ class Row:
     detail: str
     comparisons: int = 0
     """The tests in the row's family (Holm's correction runs over all of them)."""
-    post_hoc: str = ""
-    """Why the verdict is post hoc (the rule was set after its data existed), or "" when the rule predates it."""
+    label: str = EXPLORATORY
+    """CONFIRMATORY for a pre-registered claim judged on its registered fresh-seed runs; EXPLORATORY otherwise (a
+    reading of runs whose seeds were seen before, whatever the date of its rule)."""
+    brief: str = ""
+    """Direction and size in a few words, for the README."""
 
 
 def combine(outcomes: list[str]) -> str:
@@ -73,18 +80,42 @@ def _suite_row(claim: Claim, name: str, summary: dict, seen: set) -> Row | None:
     first = Family()
     if not _judge_tasks(claim, name, summary, set(seen), first):
         return None
-    judged = _judge_tasks(claim, name, summary, seen, first.corrected())
+    corrected = first.corrected()
+    judged = _judge_tasks(claim, name, summary, seen, corrected)
     entries = [summary["tasks"][t][col] for t, o in judged.items() for col in o.columns]
     seeds = sorted({len(e["seeds"]) for e in entries})
     seeds_text = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
     count = f" ({len(judged)} of {len(claim.tasks)} claimed tasks)" if len(claim.tasks) > 1 else ""
     evidence = (
         f"{name}: {', '.join(judged)}{count}; {seeds_text} seed{'s' * (seeds != [1])} per column; "
-        f"{summary['budget_env_steps']:,} env steps; {_tests_text(len(first.asked))}"
+        f"{budget_text(summary['budget_env_steps'], summary['preset'])}; {_tests_text(len(first.asked))}"
     )
     verdict, detail = _row_verdict(claim, judged)
-    started = c._started(entries)
-    return Row(claim, name, evidence, verdict, detail, len(first.asked), post_hoc(claim, started))
+    return Row(claim, name, evidence, verdict, detail, len(first.asked), brief=_brief(corrected, judged))
+
+
+def _brief(tests: Family, judged: dict[str, Outcome]) -> str:
+    """How far the row's first-named column is ahead over all its tests, and its smallest Holm-adjusted p."""
+    ahead = [tests.ahead[label] for label in tests.asked] if tests.ahead else []
+    firsts = {label.split(": ", 1)[1].split(" vs ")[0] for label in tests.asked}
+    if not ahead or len(firsts) != 1 or not tests.adjusted:
+        return ""
+    smallest = min(tests.adjusted.values())
+    won, of = sum(a for a, _ in ahead), sum(n for _, n in ahead)
+    return f"{firsts.pop()} ahead in {won} of {of} seed pairs, smallest Holm p {smallest:.2f}"
+
+
+def budget_text(steps: int, preset: str) -> str:
+    """An env-step budget with its fraction of the paper's for the same preset ("1/20 of the paper's")."""
+    paper = next(
+        (s.total_steps for s in SUITES.values() if s.name.startswith("paper-") and s.preset == preset), None
+    )
+    share = f" ({_fraction(steps / paper)} of the paper's)" if paper else ""
+    return f"{steps:,} env steps{share}"
+
+
+def _fraction(share: float) -> str:
+    return f"1/{round(1 / share)}" if share < 1 else f"{share:.2f}x"
 
 
 def _row_verdict(claim: Claim, judged: dict[str, Outcome]) -> tuple[str, str]:
@@ -116,36 +147,85 @@ def _evidence_rows(claim: Claim, summaries: dict[str, dict], measurements: dict)
         outcome, n = c.run_rule(claim.rule, data)
         if outcome is not None:
             evidence = f"{name}; {_tests_text(n)}"
-            table.append(
-                Row(
-                    claim,
-                    name,
-                    evidence,
-                    outcome.verdict,
-                    outcome.detail,
-                    n,
-                    post_hoc(claim, outcome.started),
-                )
-            )
+            table.append(Row(claim, name, evidence, outcome.verdict, outcome.detail, n))
     return table
 
 
-def post_hoc(claim: Claim, started: str | None) -> str:
-    """Why a verdict of `claim` is post hoc, or "" when its rule was set (`claims.RULES_SET_AT`) before the
-    earliest run it reads started."""
-    recorded = c.RULES_SET_AT.get(claim.rule.__name__)
-    if recorded is None:
-        return "post hoc: the rule's commit is not recorded yet"
-    if started is None:
-        return "post hoc: when its data were made is not recorded"
-    if _time(started) < _time(recorded[1]):
-        return "post hoc: the rule was set after its data"
-    return ""
+def _confirmatory_rows(claim: Claim, measurements: dict) -> list[Row]:
+    """One row per pre-registration of `claim` (matched by its short form), judged on its registered runs."""
+    table = []
+    for registration, records in measurements.get("confirmatory", {}).values():
+        if registration["claim"] != claim.short:
+            continue
+        toy = not registration.get("suite")
+        judged = (confirmatory.judge_toy if toy else confirmatory.judge)(registration, records)
+        source = "toy sweep, registered seeds" if toy else registration["suite"]
+        detail, evidence = _registered_detail(registration, judged), _registered_evidence(registration)
+        tests = len(registration.get("tasks", [])) or 1
+        table.append(
+            Row(
+                claim,
+                source,
+                evidence,
+                judged["verdict"],
+                detail,
+                tests,
+                CONFIRMATORY,
+                _registered_brief(judged),
+            )
+        )
+    return table
 
 
-def _time(text: str) -> datetime.datetime:
-    moment = datetime.datetime.fromisoformat(text)
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+def _registered_evidence(r: dict) -> str:
+    if not r.get("suite"):
+        return f"pre-registered `{r['id']}`: {len(r['seeds'])} fresh seeds (from {r['seeds'][0]}); {confirmatory.TEST_NAMES[r['test']]}"
+    counts = sorted({len(t["seeds"]) for t in r["tasks"]})
+    margins = {
+        round(t["margin"] / abs(_mean(t["exploratory"]["comparator"])), 2) for t in r["tasks"] if t["margin"]
+    }
+    margin = f" within {', '.join(f'{m:.0%}' for m in sorted(margins))} of the comparator's exploratory mean"
+    return (
+        f"pre-registered `{r['id']}`: {r['suite']}, {', '.join(t['task'] for t in r['tasks'])}; "
+        f"{'-'.join(map(str, sorted({counts[0], counts[-1]})))} fresh seeds per column; "
+        f"{budget_text(r['budget_env_steps'], SUITES[r['source']].preset)}; {confirmatory.TEST_NAMES[r['test']]}"
+        f"{margin if margins else ''}; Holm over {len(r['tasks'])} task{'s' * (len(r['tasks']) != 1)}"
+    )
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _registered_detail(r: dict, judged: dict) -> str:
+    if judged["verdict"] == confirmatory.PENDING:
+        return (
+            f"{judged['runs_done']} of {judged['runs_registered']} registered runs done; runs: `{r['run']}`"
+        )
+    if not r.get("suite"):
+        low, high = judged["interval"]
+        return (
+            f"mean L1 {judged['mean']:.3f} over {judged['n']} seeds, 95% interval [{low:.3f}, {high:.3f}] "
+            f"(paper {r['paper_value']:.3f})"
+        )
+    return "; ".join(
+        f"{t['task']}: {t['verdict']} ({r['treatment']} vs {t['comparator']}: {number(t['treatment_mean'])} vs "
+        f"{number(t['comparator_mean'])}, P(X > Y) {t['p_improvement']:.2f} [{t['p_improvement_ci'][0]:.2f}, "
+        f"{t['p_improvement_ci'][1]:.2f}], ahead in {t['pairs_ahead']} of {t['pairs']} seed pairs; one-sided p "
+        f"{t['p']:.3g}, Holm {t['p_holm']:.3g}; against the claim: Holm {t['p_against_holm']:.3g})"
+        for t in judged["tasks"]
+    )
+
+
+def _registered_brief(judged: dict) -> str:
+    if judged["verdict"] == confirmatory.PENDING:
+        return f"{judged['runs_done']} of {judged['runs_registered']} registered runs done"
+    if not judged["tasks"]:
+        return f"mean L1 {judged['mean']:.3f} [{judged['interval'][0]:.3f}, {judged['interval'][1]:.3f}]"
+    won, of = sum(t["pairs_ahead"] for t in judged["tasks"]), sum(t["pairs"] for t in judged["tasks"])
+    return (
+        f"ahead in {won} of {of} seed pairs, largest Holm p {max(t['p_holm'] for t in judged['tasks']):.3g}"
+    )
 
 
 def rows(summaries: dict[str, dict], measurements: dict | None = None) -> list[Row]:
@@ -163,6 +243,7 @@ def rows(summaries: dict[str, dict], measurements: dict | None = None) -> list[R
             ]
         else:
             found = _evidence_rows(claim, summaries, measurements or {})
+        found = _confirmatory_rows(claim, measurements or {}) + found
         what = f": {', '.join(claim.tasks)}" if claim.tasks else ""
         table += found or [Row(claim, None, "-", NOT_MEASURED, f"{NOT_MEASURED}{what}")]
     return table
@@ -172,21 +253,17 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _verdict_text(row: Row) -> str:
-    return f"**{row.verdict}**" + (" (post hoc)" if row.post_hoc and row.verdict != NOT_MEASURED else "")
-
-
 def table(summaries: dict[str, dict], measurements: dict | None = None) -> str:
     """The claims table."""
     lines = [
-        "| claim (quoted from the paper) | where in the paper | our evidence | verdict | per task |",
+        "| claim (quoted from the paper) | where in the paper | our evidence | verdict | direction and size, per task |",
         "|---|---|---|---|---|",
     ]
     for row in rows(summaries, measurements):
-        note = f"; {row.post_hoc}" if row.post_hoc and row.verdict != NOT_MEASURED else ""
+        label = f" ({row.label})" if row.source else ""
         lines.append(
             f'| "{_cell(row.claim.wording)}" | {row.claim.where} | {_cell(row.evidence)} | '
-            f"{_verdict_text(row)} | {_cell(row.detail + note)} |"
+            f"**{row.verdict}**{label} | {_cell(row.detail)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -214,7 +291,7 @@ def one_line_each(summaries: dict[str, dict], measurements: dict | None = None) 
     """Each claim in a few words with its verdict per source of evidence: the README's headline."""
     by_claim: dict[str, list[str]] = {}
     for row in rows(summaries, measurements):
-        where = "; ".join(x for x in (row.source, "post hoc" if row.post_hoc else "") if x)
+        where = "; ".join(x for x in (row.source, row.label, row.brief) if x)
         verdict = f"**{row.verdict}**" + (f" ({where})" if row.source else "")
         by_claim.setdefault(row.claim.short, []).append(verdict)
     return [f"{short}: {', '.join(verdicts)}" for short, verdicts in by_claim.items()]

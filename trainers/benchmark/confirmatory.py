@@ -49,6 +49,11 @@ TESTS = {
 (first, second, sign) asks whether column `first` shifted by sign x the margin ranks above column `second`."""
 
 
+TEST_NAMES = {"greater": "one-sided greater", "less": "one-sided less", "non-inferior": "one-sided non-inferiority",
+              "equivalent": "equivalence (two one-sided tests)", "interval": "the paper's value in the 95% interval"}  # fmt: skip
+"""Each registered test in words, for the pages."""
+
+
 def late_mean(record: dict) -> float:
     """A run's metric: the mean of its last LATE_EVALUATIONS deterministic evaluations."""
     return float(np.mean(record["curve"]["deterministic"][-LATE_EVALUATIONS:]))

@@ -36,7 +36,7 @@ from gsbpolicy._files import atomic_write_text
 from .._core.cli import tyro_cli
 from .._core.runlog import read_jsonl
 from . import confirmatory, power
-from .aggregate import RESULTS_DIR
+from .ledger import RESULTS_DIR
 from .suites import PAPER_METHODS, PREREGISTRATION_FILE, SUITES
 
 FORMAT_VERSION = 1

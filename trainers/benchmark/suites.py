@@ -570,8 +570,14 @@ def confirmatory_suite(registration: dict) -> Suite:
     comparators: dict[str, list[str]] = {}
     for e in registration["tasks"]:
         comparators.setdefault(e["comparator"], []).append(e["task"])
-    variants = [dataclasses.replace(source.variant(registration["treatment"]), tasks=None)]
-    variants += [dataclasses.replace(source.variant(c), tasks=tuple(t)) for c, t in comparators.items()]
+    treatment = registration["treatment"]
+    # Each comparator's page verdict reads the treatment against it (a summary compares a column with its
+    # `baseline`); the treatment is compared with nothing.
+    variants = [dataclasses.replace(source.variant(treatment), tasks=None, baseline=treatment)]
+    variants += [
+        dataclasses.replace(source.variant(c), tasks=tuple(t), baseline=treatment)
+        for c, t in comparators.items()
+    ]
     return dataclasses.replace(
         source,
         name=registration["suite"],
