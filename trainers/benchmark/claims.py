@@ -615,9 +615,10 @@ CLAIMS = (
           "toy: quadrant-mass L1 error about 0.100", toy_l1_about_0_1, source="toy"),
 )  # fmt: skip
 
-SET_AT_62, SET_AT_62_DATE = "9b6aab50e5a5112933ed72c4574fe18950e57092", "2026-12-03T17:35:07+00:00"
-"""The commit at which every rule's fingerprint came to cover the code that selects its data (issue 62; the rules
-themselves are issue 49's exact tests with Holm's correction), and its author date."""
+SET_AT_62, SET_AT_62_DATE = "6cf5d5671d80e99f9d41a67087c333cc489d3bc1", "2026-12-03T18:12:14+00:00"
+"""The commit at which every rule's fingerprint last changed (issue 62: it covers the code that selects the rule's
+data, and each verdict states the direction and size beside its p; the rules themselves are issue 49's exact tests
+with Holm's correction), and its author date."""
 RULES_SET_AT: dict[str, tuple[str, str]] = {
     "clear_gains": (SET_AT_62, SET_AT_62_DATE),
     "competitive": (SET_AT_62, SET_AT_62_DATE),
