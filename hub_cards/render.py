@@ -41,15 +41,27 @@ def render_folder(
     title = (
         f"{source.env_id}: {method_name(source.algo)}, seed {', '.join(map(str, source.results['seeds']))}"
     )
+    has_onnx = (folder / ONNX).is_file()
     readme = render_card(
         source,
         repo_id,
         license=license,
-        has_onnx=(folder / ONNX).is_file(),
+        has_onnx=has_onnx,
+        contract=_contract(folder / ONNX) if has_onnx else None,
         video_steps=video_steps if (folder / VIDEO).is_file() else None,
         code_url=code_url,
     )
     return {README: readme.encode(), CURVE_NAME: render_curve(source.metrics, title)}
+
+
+def _contract(path: Path) -> dict | None:
+    """policy.onnx's robot contract, read and checked as a robot reads it (None for a file without one)."""
+    from export.runtime import OnnxPolicy  # numpy and onnxruntime: present wherever policy.onnx was made
+
+    try:
+        return OnnxPolicy(path).contract
+    except ValueError as err:  # an unreadable or inconsistent file must not be published with a card
+        raise FolderError(f"{path}: {err}") from err
 
 
 def example_repo_id(folder: Path) -> str:
