@@ -158,6 +158,54 @@ def _names(
     return [f"{prefix}[{i}]" for i in range(size)], list(units) if units is not None else [""] * size, "index"
 
 
+def _get(data, *keys):
+    """data[k1][k2]... or None where a level is missing or not an object (results.json and run.json are the
+    user's files: an odd one leaves a provenance field unknown, it does not stop the export)."""
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _sampler(spec, mode: str, steps: int | None) -> dict:
+    trained = getattr(spec, "num_steps", None)  # a Gaussian policy has no generation steps
+    steps = trained if steps is None else steps
+    sampler = {
+        "mode": mode,
+        "steps": steps,
+        "trained_steps": trained,
+        "squash": spec.squash,
+        "exact": steps == trained,
+    }
+    if steps != trained:
+        sampler["note"] = (
+            f"approximation: {steps} Euler steps of the drift trained with {trained} steps; "
+            "see the steps table in docs/robot.md"
+        )
+    return sampler
+
+
+def _provenance(policy, env_version, files: dict) -> dict:
+    seeds = _get(files, "results", "seeds")
+    return {
+        "env_id": policy.spec.env_id,
+        "env_version": env_version,
+        "gymnasium_version": _get(files, "run", "packages", "gymnasium"),
+        "mujoco_version": _get(files, "run", "packages", "mujoco"),
+        "tensors_sha256": tensors_sha256(policy_tensors(policy)),
+        "algo": _get(files, "results", "algo") or _get(files, "run", "algo"),
+        "training_commit": _get(files, "results", "git_commit") or _get(files, "run", "git", "commit"),
+        "seed": seeds[0]
+        if isinstance(seeds, list) and len(seeds) == 1
+        else _get(files, "run", "args", "seed"),
+        "env_steps": _get(files, "results", "env_steps"),
+        "final_return": _get(files, "results", "mean"),
+        "final_return_std": _get(files, "results", "std"),
+        "final_return_episodes": _get(files, "results", "n_episodes"),
+    }
+
+
 def contract(
     policy,
     *,
@@ -189,41 +237,10 @@ def contract(
             raise ValueError(f"{len(values)} {label} given; the policy has {size}")
     env = describe_env(spec.env_id, spec.obs_dim, spec.act_dim)
     files = read_provenance(folder)
-    results, run = files.get("results", {}), files.get("run", {})
-    packages = run.get("packages", {})
-    repeat = run.get("args", {}).get("rollout", {}).get("action_repeat", 1)
+    repeat = _get(files, "run", "args", "rollout", "action_repeat") or 1
     o_names, o_units, o_source = _names(obs_names, env["obs"], obs_units, "obs", spec.obs_dim)
     a_names, a_units, a_source = _names(act_names, env["act"], act_units, "act", spec.act_dim)
-    trained = getattr(spec, "num_steps", None)  # a Gaussian policy has no generation steps
-    steps = trained if steps is None else steps
-    sampler = {
-        "mode": mode,
-        "steps": steps,
-        "trained_steps": trained,
-        "squash": spec.squash,
-        "exact": steps == trained,
-    }
-    if steps != trained:
-        sampler["note"] = (
-            f"approximation: {steps} Euler steps of the drift trained with {trained} steps; "
-            "see the steps table in docs/robot.md"
-        )
-    provenance = {
-        "env_id": spec.env_id,
-        "env_version": env["version"],
-        "gymnasium_version": packages.get("gymnasium"),
-        "mujoco_version": packages.get("mujoco"),
-        "tensors_sha256": tensors_sha256(policy_tensors(policy)),
-        "algo": results.get("algo", run.get("algo")),
-        "training_commit": results.get("git_commit", run.get("git", {}).get("commit")),
-        "seed": results["seeds"][0]
-        if len(results.get("seeds", [])) == 1
-        else run.get("args", {}).get("seed"),
-        "env_steps": results.get("env_steps"),
-        "final_return": results.get("mean"),
-        "final_return_std": results.get("std"),
-        "final_return_episodes": results.get("n_episodes"),
-    }
+    sampler, provenance = _sampler(spec, mode, steps), _provenance(policy, env["version"], files)
     return {
         "contract_version": str(CONTRACT_VERSION),
         "obs_input": OBS_INPUT,

@@ -42,8 +42,10 @@ def _number(value) -> str:
 
 def _rows(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    return ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            for row in [header, *rows]]  # fmt: skip
+    return [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
 
 
 def contract_table(policy: OnnxPolicy) -> str:
@@ -58,8 +60,11 @@ def contract_table(policy: OnnxPolicy) -> str:
         return "\n".join(lines)
     low = contract["obs_low"] or [None] * policy.obs_dim
     high = contract["obs_high"] or [None] * policy.obs_dim
-    lines += ["", f"observations ({policy.obs_dim}, raw: the normaliser is inside the graph; "
-              f"names from {contract['obs_names_source']})"]  # fmt: skip
+    lines += [
+        "",
+        f"observations ({policy.obs_dim}, raw: the normaliser is inside the graph; "
+        f"names from {contract['obs_names_source']})",
+    ]
     lines += _rows(
         ["index", "name", "unit", "low", "high"],
         [
@@ -67,7 +72,7 @@ def contract_table(policy: OnnxPolicy) -> str:
             for i, (name, unit, lo, hi) in enumerate(
                 zip(contract["obs_names"], contract["obs_units"], low, high, strict=True)
             )
-        ],  # fmt: skip
+        ],
     )
     lines += ["", f"actions ({policy.act_dim}; names from {contract['act_names_source']})"]
     action_low = data["action_low"] or [None] * policy.act_dim
@@ -79,12 +84,15 @@ def contract_table(policy: OnnxPolicy) -> str:
             for j, (name, unit, lo, hi) in enumerate(
                 zip(contract["act_names"], contract["act_units"], action_low, action_high, strict=True)
             )
-        ],  # fmt: skip
+        ],
     )
     dt = contract["control_dt"]
     lines += ["", f"control period: {'unknown' if dt is None else f'{dt:g} s ({1 / dt:g} Hz)'}"]
-    lines += [f"noise input: {data.get('noise_shape')} per observation" if data["mode"] == "sde" else
-              "noise input: none (deterministic)"]  # fmt: skip
+    lines += [
+        f"noise input: {data.get('noise_shape')} per observation"
+        if data["mode"] == "sde"
+        else "noise input: none (deterministic)"
+    ]
     lines += ["", "sampler"] + _rows(
         ["field", "value"], [[k, json.dumps(v)] for k, v in contract["sampler"].items()]
     )

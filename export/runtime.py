@@ -152,8 +152,12 @@ class OnnxPolicy:
             key: metadata[key]
             for key in ("contract_version", "obs_input", "obs_names_source", "act_names_source")
         }
-        for key, size in (("obs_names", self.obs_dim), ("obs_units", self.obs_dim), ("act_names", self.act_dim),
-                          ("act_units", self.act_dim)):  # fmt: skip
+        for key, size in (
+            ("obs_names", self.obs_dim),
+            ("obs_units", self.obs_dim),
+            ("act_names", self.act_dim),
+            ("act_units", self.act_dim),
+        ):
             value = contract[key]
             if (
                 not isinstance(value, list)

@@ -93,15 +93,17 @@ def measure_policy(folder: Path, workdir: Path) -> dict:
     for k, runtime in runtimes.items():
         returns, _ = _episodes(runtime, spec.env_id, EPISODES)
         p50, p99 = time_call(lambda r=runtime, o=compared[0]: r.predict(o), REPEATS)
-        rows.append({
-            "steps": k,
-            "exact": k == spec.num_steps,
-            "return_mean": float(np.mean(returns)),
-            "return_std": float(np.std(returns)),
-            "max_abs_action_diff": float(np.abs(runtime.predict(compared)[0] - reference).max()),
-            "latency_p50_us": p50,
-            "latency_p99_us": p99,
-        })  # fmt: skip
+        rows.append(
+            {
+                "steps": k,
+                "exact": k == spec.num_steps,
+                "return_mean": float(np.mean(returns)),
+                "return_std": float(np.std(returns)),
+                "max_abs_action_diff": float(np.abs(runtime.predict(compared)[0] - reference).max()),
+                "latency_p50_us": p50,
+                "latency_p99_us": p99,
+            }
+        )
     results = json.loads((folder / "results.json").read_text())
     return {
         "env_id": spec.env_id,
@@ -225,8 +227,14 @@ def main(argv: list[str] | None = None) -> int:
     markdown = table(json.loads(RESULTS.read_text()))
     page = PAGE.read_text()
     if args.check:
-        stale = [str(p) for p, now, new in ((TABLE, TABLE.read_text() if TABLE.is_file() else "", markdown),
-                                            (PAGE, page, with_block(page, markdown))) if now != new]  # fmt: skip
+        stale = [
+            str(p)
+            for p, now, new in (
+                (TABLE, TABLE.read_text() if TABLE.is_file() else "", markdown),
+                (PAGE, page, with_block(page, markdown)),
+            )
+            if now != new
+        ]
         if stale:
             print(f"out of date: {', '.join(stale)}; run `python -m export.steps_table`", file=sys.stderr)
             return 1

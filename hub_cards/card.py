@@ -251,18 +251,27 @@ def contract_rows(contract: dict) -> list[tuple[str, str]]:
     ret = provenance["final_return"]
     episodes = provenance["final_return_episodes"]
     return [
-        ("observations (raw: the normaliser is inside the graph)", _entries(contract["obs_names"], contract["obs_units"])),
+        (
+            "observations (raw: the normaliser is inside the graph)",
+            _entries(contract["obs_names"], contract["obs_units"]),
+        ),
         ("actions", _entries(contract["act_names"], contract["act_units"])),
         ("control period", "unknown" if dt is None else f"{dt:g} s"),
         ("sampler", f"{steps}, mode {sampler['mode']}, squash {sampler['squash']}{exact}"),
-        ("env", f"{provenance['env_id']} (version {provenance['env_version']}), gymnasium "
-                f"{provenance['gymnasium_version']}, mujoco {provenance['mujoco_version']}"),
-        ("training", f"commit `{provenance['training_commit']}`, seed {provenance['seed']}, "
-                     f"{provenance['env_steps']} env steps, final return "
-                     f"{'unknown' if ret is None else f'{ret:.1f}'} over {episodes} episodes"),
+        (
+            "env",
+            f"{provenance['env_id']} (version {provenance['env_version']}), gymnasium "
+            f"{provenance['gymnasium_version']}, mujoco {provenance['mujoco_version']}",
+        ),
+        (
+            "training",
+            f"commit `{provenance['training_commit']}`, seed {provenance['seed']}, "
+            f"{provenance['env_steps']} env steps, final return "
+            f"{'unknown' if ret is None else f'{ret:.1f}'} over {episodes} episodes",
+        ),
         ("weights sha256", f"`{provenance['tensors_sha256']}`"),
         ("contract version", contract["contract_version"]),
-    ]  # fmt: skip
+    ]
 
 
 def _policy_fields(source: CardSource) -> dict:

@@ -219,9 +219,8 @@ def test_the_robot_pages_control_loop_runs_with_only_onnxruntime_numpy_and_the_f
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert re.fullmatch(r"return \d+\.\d in \d+ steps of 0\.04 s; the policy's final training return was .+\n",
-                        result.stdout)  # fmt: skip
-    assert len(_robot_loop().strip().splitlines()) <= 32
+    assert re.fullmatch(r"return \d+\.\d in \d+ steps of 0\.04 s \(trained: -?\d+\.\d+\)\n", result.stdout)
+    assert len(_robot_loop().strip().splitlines()) <= 30
 
 
 @pytest.mark.parametrize(
@@ -279,8 +278,12 @@ def test_fewer_steps_are_called_safe_only_when_return_and_actions_both_stay_clos
     from export.steps_table import safe_steps
 
     def policy(*rows):
-        return {"action_span": 2.0, "rows": [
-            {"steps": k, "exact": k == 8, "return_mean": r, "max_abs_action_diff": d} for k, r, d in rows]}  # fmt: skip
+        return {
+            "action_span": 2.0,
+            "rows": [
+                {"steps": k, "exact": k == 8, "return_mean": r, "max_abs_action_diff": d} for k, r, d in rows
+            ],
+        }
 
     assert (
         safe_steps(policy((1, 1000.0, 1.5), (4, 990.0, 0.1), (8, 1000.0, 0.0))) == 4
