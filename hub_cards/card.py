@@ -211,7 +211,8 @@ def render_card(
     results_dir: Path = RESULTS_DIR,
     code_url: str | None = None,
 ) -> str:
-    """The README.md text. `contract`: policy.onnx's robot contract (`OnnxPolicy.contract`), shown as a table;
+    """The README.md text. `contract`: policy.onnx's shape fields and robot contract
+    (`export.inspect.contract_json`), shown as a table;
     `video_steps`: the length of replay.mp4 in env steps if the repo has one;
     `code_url`: where gsbpolicy's code is (default: pyproject.toml's, see `default_code_url`)."""
     from huggingface_hub import ModelCard
@@ -237,15 +238,22 @@ def render_card(
     return str(card).rstrip("\n") + "\n"
 
 
-def _entries(names: list[str], units: list[str]) -> str:
-    return ", ".join(
-        f"`{name}`" + (f" ({unit})" if unit else "") for name, unit in zip(names, units, strict=True)
-    )
+def _entries(names: list[str], units: list[str], low=None, high=None) -> str:
+    entries = []
+    for i, (name, unit) in enumerate(zip(names, units, strict=True)):
+        bounds = f" in [{low[i]:g}, {high[i]:g}]" if low is not None and high is not None else ""
+        entries.append(f"`{name}`" + (f" ({unit})" if unit else "") + bounds)
+    return ", ".join(entries)
 
 
-def contract_rows(contract: dict) -> list[tuple[str, str]]:
-    """(field, value) rows of the card's contract table, from policy.onnx's parsed contract."""
+def contract_rows(data: dict) -> list[tuple[str, str]]:
+    """(field, value) rows of the card's contract table, from policy.onnx's `export.inspect.contract_json`."""
+    contract = data["contract"]
     sampler, provenance, dt = contract["sampler"], contract["provenance"], contract["control_dt"]
+    noise = ", ".join(map(str, data["noise_shape"]))
+    inputs = "`obs` [B, obs_dim]" + (
+        f", `noise` [B, {noise}] standard normal" if data["mode"] == "sde" else ""
+    )
     steps = "none (a Gaussian policy)" if sampler["steps"] is None else f"{sampler['steps']} Euler steps"
     exact = "" if sampler["exact"] else f" ({sampler['note']})"
     ret = provenance["final_return"]
@@ -255,7 +263,11 @@ def contract_rows(contract: dict) -> list[tuple[str, str]]:
             "observations (raw: the normaliser is inside the graph)",
             _entries(contract["obs_names"], contract["obs_units"]),
         ),
-        ("actions", _entries(contract["act_names"], contract["act_units"])),
+        (
+            "actions",
+            _entries(contract["act_names"], contract["act_units"], data["action_low"], data["action_high"]),
+        ),
+        ("inputs", inputs),
         ("control period", "unknown" if dt is None else f"{dt:g} s"),
         ("sampler", f"{steps}, mode {sampler['mode']}, squash {sampler['squash']}{exact}"),
         (

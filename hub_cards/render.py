@@ -55,13 +55,16 @@ def render_folder(
 
 
 def _contract(path: Path) -> dict | None:
-    """policy.onnx's robot contract, read and checked as a robot reads it (None for a file without one)."""
-    from export.runtime import OnnxPolicy  # numpy and onnxruntime: present wherever policy.onnx was made
+    """policy.onnx's shape fields and robot contract (`export.inspect.contract_json`), read and checked as a
+    robot reads them; None for a file exported before the contract existed."""
+    from export.inspect import contract_json  # onnxruntime: present wherever policy.onnx was made
+    from export.runtime import OnnxPolicy
 
     try:
-        return OnnxPolicy(path).contract
+        data = contract_json(OnnxPolicy(path))
     except ValueError as err:  # an unreadable or inconsistent file must not be published with a card
         raise FolderError(f"{path}: {err}") from err
+    return data if data["contract"] is not None else None
 
 
 def example_repo_id(folder: Path) -> str:

@@ -252,7 +252,11 @@ def test_the_model_card_shows_the_contract(run, tmp_path):
         (folder / path.name).write_bytes(path.read_bytes())
     card = render_folder(folder, "org/pendulum")[README].decode()
     provenance = OnnxPolicy(folder / "policy.onnx").provenance
-    assert "| actions | `slide` (x100 N) |" in card and "| control period | 0.04 s |" in card
+    assert (
+        "| actions | `slide` (x100 N) in [-3, 3] |" in card
+        and "| inputs | `obs` [B, obs_dim] |" in card
+        and "| control period | 0.04 s |" in card
+    )
     assert "`qpos:slider` (m), `qpos:hinge` (rad), `qvel:slider` (m/s), `qvel:hinge` (rad/s)" in card
     assert f"| weights sha256 | `{provenance['tensors_sha256']}` |" in card
     assert f"commit `{provenance['training_commit']}`, seed {provenance['seed']}" in card
