@@ -224,7 +224,10 @@ def contract(
         steps: the generation steps the graph runs when not the trained N (`export.onnx --steps K`): the file
             then says it is an approximation of the trained policy.
         folder: the policy folder it was loaded from, for provenance.
-        obs_names, obs_units, act_names, act_units: the user's names and units (each of the side's size).
+        obs_names: the user's observation names (obs_dim of them), overriding the env's.
+        obs_units: the user's observation units (obs_dim).
+        act_names: the user's action names (act_dim).
+        act_units: the user's action units (act_dim).
     """
     spec = policy.spec
     for label, values, size in (
