@@ -36,7 +36,9 @@ STEPS = (1, 2, 4, 8)
 EPISODES, EVAL_SEED = 20, 20_000
 DIFF_OBSERVATIONS = 2_000
 """At most this many observations of the N-step episodes are compared (evenly spread over them)."""
-REPEATS = 2_000
+REPEATS, ROUNDS = 4_000, 40
+"""Latency: REPEATS timed calls per K, taken in ROUNDS interleaved rounds over the Ks, so that load from other
+processes on a shared machine falls on every K alike."""
 SAFE_RETURN, SAFE_ACTION = 0.05, 0.1
 """A K is called safe in the generated sentence when its mean return is within `SAFE_RETURN` of the N-step
 policy's and its largest action difference within `SAFE_ACTION` of the narrowest action range: a return alone
@@ -71,11 +73,25 @@ def _episodes(policy, env_id: str, episodes: int) -> tuple[list[float], np.ndarr
     return returns, np.stack(seen)
 
 
+def _latencies(runtimes: dict, obs: np.ndarray) -> dict[int, np.ndarray]:
+    """Microseconds of each `OnnxPolicy.predict(obs)` call, per K, after a warm-up."""
+    for runtime in runtimes.values():
+        for _ in range(200):
+            runtime.predict(obs)
+    times = {k: [] for k in runtimes}
+    for _ in range(ROUNDS):
+        for k, runtime in runtimes.items():
+            for _ in range(REPEATS // ROUNDS):
+                start = time.perf_counter()
+                runtime.predict(obs)
+                times[k].append(time.perf_counter() - start)
+    return {k: np.asarray(values) * 1e6 for k, values in times.items()}
+
+
 def measure_policy(folder: Path, workdir: Path) -> dict:
     """The table rows of one policy folder: one per K, the trained N last."""
     from gsbpolicy import GSBPolicy
 
-    from .latency import time_call
     from .onnx import export
     from .runtime import OnnxPolicy
 
@@ -89,10 +105,10 @@ def measure_policy(folder: Path, workdir: Path) -> dict:
     _, seen = _episodes(runtimes[spec.num_steps], spec.env_id, EPISODES)
     compared = seen[np.linspace(0, len(seen) - 1, min(DIFF_OBSERVATIONS, len(seen))).astype(int)]
     reference = runtimes[spec.num_steps].predict(compared)[0]
+    latencies = _latencies(runtimes, compared[0])
     rows = []
     for k, runtime in runtimes.items():
         returns, _ = _episodes(runtime, spec.env_id, EPISODES)
-        p50, p99 = time_call(lambda r=runtime, o=compared[0]: r.predict(o), REPEATS)
         rows.append(
             {
                 "steps": k,
@@ -100,8 +116,8 @@ def measure_policy(folder: Path, workdir: Path) -> dict:
                 "return_mean": float(np.mean(returns)),
                 "return_std": float(np.std(returns)),
                 "max_abs_action_diff": float(np.abs(runtime.predict(compared)[0] - reference).max()),
-                "latency_p50_us": p50,
-                "latency_p99_us": p99,
+                "latency_p50_us": float(np.percentile(latencies[k], 50)),
+                "latency_p99_us": float(np.percentile(latencies[k], 99)),
             }
         )
     results = json.loads((folder / "results.json").read_text())
@@ -146,9 +162,11 @@ def measure(workdir: Path) -> dict:
         "cpu_count": os.cpu_count(),
         "pinned_core": core,
         "load_average_start": list(load),
+        "load_average_end": list(os.getloadavg()),
         "episodes": EPISODES,
         "eval_seed": EVAL_SEED,
         "latency_repeats": REPEATS,
+        "latency_rounds": ROUNDS,
         "policies": policies,
     }
 
@@ -186,13 +204,15 @@ def table(data: dict) -> str:
             f"the fewest steps whose mean return is within {SAFE_RETURN:.0%} of the N-step policy's and whose "
             f"actions are within {SAFE_ACTION:.0%} of that range of its actions is K = {safe_steps(policy)}."
         )
-    load = data["load_average_start"][0]
+    start, end = data["load_average_start"][0], data["load_average_end"][0]
     lines += [
         "",
         f"{data['episodes']} deterministic episodes per row (reset seeds {data['eval_seed']}-"
         f"{data['eval_seed'] + data['episodes'] - 1}); latency over {data['latency_repeats']} calls of "
-        f"`OnnxPolicy.predict` on one observation, one onnxruntime thread, pinned to one core of a "
-        f"{data['cpu_count']}-core CPU (load average {load:.1f} at the start); measured by `{data['command']}` at "
+        f"`OnnxPolicy.predict` on one observation per K, in {data['latency_rounds']} rounds interleaved over the "
+        f"Ks, one onnxruntime thread, pinned to one core of a {data['cpu_count']}-core CPU shared with other jobs "
+        f"(load average {start:.1f} at the start, {end:.1f} at the end: p99 is the shared machine's as much as "
+        f"the policy's); measured by `{data['command']}` at "
         f"{data['measured_at_commit'][:7]} on {data['date'][:10]} (`hub_cards/results/onnx_steps.json`).",
         "",
         *sentences,

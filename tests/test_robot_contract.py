@@ -193,6 +193,8 @@ def test_steps_export_is_the_same_drift_with_fewer_euler_steps(run, tmp_path, ca
     assert (
         capsys.readouterr().err == "error: --steps exports the deterministic policy: use it with --mode ode\n"
     )
+    assert onnx_export.main([str(folder), "--out", str(out), "--steps", "0"]) == 2
+    assert capsys.readouterr().err == "error: --steps must be >= 1, got 0\n"
 
 
 def _robot_loop() -> str:
