@@ -93,12 +93,7 @@ class OnnxPolicy:
         try:
             self._read_metadata()
             self._read_contract()
-        except (
-            ValueError,
-            TypeError,
-            KeyError,
-            RecursionError,
-        ) as err:  # json's and int()'s errors are ValueErrors
+        except (ValueError, TypeError, RecursionError) as err:  # json's and int()'s errors are ValueErrors
             raise ValueError(
                 f"{self.path} has unreadable metadata ({' '.join(str(err).split())}); export it again with "
                 "`python -m export.onnx`"
@@ -147,11 +142,15 @@ class OnnxPolicy:
                 f"contract version {version} is newer than this runtime's {CONTRACT_VERSION}: use the "
                 "onnx_policy.py published with the file"
             )
+        text_fields = ("contract_version", "obs_input", "obs_names_source", "act_names_source")
+        missing = [key for key in (*_CONTRACT_JSON, *text_fields) if key not in metadata]
+        if missing:
+            raise ValueError(f"contract version {version} lacks the fields {missing}")
         contract = {key: json.loads(metadata[key]) for key in _CONTRACT_JSON}
-        contract |= {
-            key: metadata[key]
-            for key in ("contract_version", "obs_input", "obs_names_source", "act_names_source")
-        }
+        contract |= {key: metadata[key] for key in text_fields}
+        for key in ("sampler", "provenance"):
+            if not isinstance(contract[key], dict):
+                raise ValueError(f"{key} is not a JSON object")
         for key, size in (
             ("obs_names", self.obs_dim),
             ("obs_units", self.obs_dim),

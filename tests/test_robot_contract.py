@@ -234,6 +234,7 @@ def test_the_robot_pages_control_loop_runs_with_only_onnxruntime_numpy_and_the_f
         ("control_dt", "-0.1", "control_dt -0.1 is not a positive number of seconds"),
         ("contract_version", "2", "contract version 2 is newer than this runtime's 1"),
         ("provenance", "{not json", "Expecting property name"),
+        ("sampler", "[8]", "sampler is not a JSON object"),
     ],
 )
 def test_an_inconsistent_contract_is_refused_in_one_line(run, tmp_path, key, value, match):
@@ -296,3 +297,13 @@ def test_fewer_steps_are_called_safe_only_when_return_and_actions_both_stay_clos
     )  # K=1 acts differently
     assert safe_steps(policy((1, 900.0, 0.01), (4, 960.0, 0.1), (8, 1000.0, 0.0))) == 4  # K=1 loses return
     assert safe_steps(policy((1, 900.0, 0.5), (4, 900.0, 0.5), (8, 1000.0, 0.0))) == 8
+
+
+def test_a_contract_missing_a_field_is_refused_naming_it(run, tmp_path):
+    model = onnx.load(run / "policy" / "policy.onnx")
+    keep = [p for p in model.metadata_props if p.key != "control_dt"]
+    del model.metadata_props[:]
+    model.metadata_props.extend(keep)
+    onnx.save(model, tmp_path / "bad.onnx")
+    with pytest.raises(ValueError, match=re.escape("contract version 1 lacks the fields ['control_dt']")):
+        OnnxPolicy(tmp_path / "bad.onnx")
