@@ -194,6 +194,8 @@ class OnnxPolicy:
 
         Mirrors `GSBPolicy._check_obs` step for step (this file may import nothing of gsbpolicy), so both
         runtimes reject the same inputs with the same words; tests/test_runtime_parity.py holds them to it.
+        Two steps are the file's own, as only the file has a contract: a dict keyed by `obs_names`, and the
+        observation bounds (tests/test_robot_contract.py).
         """
         if isinstance(obs, tuple):
             raise ValueError(
