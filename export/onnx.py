@@ -1,6 +1,7 @@
 """ONNX export of a trained policy of any kind, verified against JAX before it is written.
 
     python -m export.onnx POLICY --out FILE.onnx [--mode ode|sde] [--opset N] [--loop unrolled|scan]
+        [--steps K] [--obs-names NAME ...] [--obs-units UNIT ...] [--act-names NAME ...] [--act-units UNIT ...]
 
 POLICY is a policy folder or a Hub repo id: a flow policy (GSB-MDPO, DPPO, FPO), a Gaussian actor
 (Gaussian PPO, SB3 PPO) or GenPO's coupling flow. jax2onnx traces the module's real `act` (mode `ode`,
@@ -10,6 +11,10 @@ policy: inputs `obs` and standard normal `noise` [B, *noise_shape], which is [N+
 network (for flows the N-step integration), the squash, the rescale and the final clip to the action
 bounds are all in the graph; the output is `action` [B, act_dim] and the batch dimension B is symbolic.
 Noise is an input because random ops in ONNX cannot be made to match JAX's generator.
+
+The file's `metadata_props` carry the robot contract of `export.contract` (names and units, bounds, control
+period, sampler, provenance; see docs/robot.md). `--steps K` exports the deterministic flow policy with K Euler
+steps of the same drift instead of the trained N: an approximation, labelled so in the file (`sampler`).
 
 A policy with NaN or inf weights is refused. Every export is checked with `onnx.checker`, then run in
 onnxruntime against JAX at batch sizes 1, 7 and 64 on random and on real observations; it is written
@@ -59,6 +64,7 @@ require_extra("onnx", ONNX_MODULES, "python -m export.onnx", exit_now=__name__ =
 import onnx  # noqa: E402
 
 from . import _graph  # noqa: E402
+from .contract import contract  # noqa: E402
 from .runtime import make_session  # noqa: E402
 
 ONNX_NAME = "policy.onnx"
@@ -151,8 +157,9 @@ def _spec_dict(spec) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(spec)))
 
 
-def metadata(policy, mode: str, loop: str) -> dict[str, str]:
-    """The ONNX `metadata_props` of an export (strings; lists and the full spec as JSON).
+def metadata(policy, mode: str, loop: str, contract_fields: dict[str, str] | None = None) -> dict[str, str]:
+    """The ONNX `metadata_props` of an export (strings; lists and the full spec as JSON): the policy's shape
+    and the robot contract (`contract_fields`, by default the one `export.contract` derives from the policy).
 
     `num_steps` is written for the kinds that have generation steps (flow and GenPO) only."""
     spec, kind = policy.spec, policy_kind(policy)
@@ -178,7 +185,7 @@ def metadata(policy, mode: str, loop: str) -> dict[str, str]:
     }
     if kind != "gaussian":
         props["num_steps"] = str(spec.num_steps)
-    return props
+    return props | (contract_fields if contract_fields is not None else contract(policy, mode=mode))
 
 
 @contextlib.contextmanager
@@ -199,6 +206,7 @@ def trace(
     opset: int = DEFAULT_OPSET,
     loop: str = "unrolled",
     simplify: bool = True,
+    contract_fields: dict[str, str] | None = None,
 ) -> onnx.ModelProto:
     """Trace the policy's action method into an ONNX model (not yet verified).
 
@@ -209,6 +217,7 @@ def trace(
         loop: `unrolled`: the N generation steps become N copies of the step (fastest in onnxruntime);
             `scan`: the sampler's `lax.scan` becomes one ONNX `Loop` (smaller graph, slower).
         simplify: apply the graph clean-ups of `export._graph`.
+        contract_fields: the robot contract to write (default: derived from the policy alone).
     """
     from jax2onnx import to_onnx
 
@@ -228,7 +237,7 @@ def trace(
     model.doc_string = (
         f"gsbpolicy {policy_kind(policy)} policy ({mode}): obs [B, obs_dim] -> action [B, act_dim]"
     )
-    onnx.helper.set_model_props(model, metadata(policy, mode, loop))
+    onnx.helper.set_model_props(model, metadata(policy, mode, loop, contract_fields))
     return model
 
 
@@ -327,6 +336,19 @@ def verify(model: onnx.ModelProto, policy, mode: str, seed: int = 0) -> Verifica
 
 
 # ------------------------------------------------------------------------------------------- writing
+def with_steps(policy, steps: int):
+    """The deterministic flow policy integrated with `steps` Euler steps of the same drift (an approximation of
+    the trained N-step sampler unless `steps` is N). Only velocity-parameterised flows: a DDPM-parameterised
+    network's drift depends on N itself."""
+    if policy_kind(policy) != "flow" or policy.spec.parameterization != "velocity":
+        kind = policy_kind(policy) if policy_kind(policy) != "flow" else "DDPM-parameterised flow"
+        raise ValueError(f"--steps needs a flow policy whose network is the drift; this is a {kind} policy")
+    if steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {steps}")
+    spec = dataclasses.replace(policy.spec, num_steps=steps)
+    return gsbpolicy.FlowPolicy(spec, policy.normalizer, policy.drift_net, policy.schedule)
+
+
 def export(
     policy,
     out: str | os.PathLike,
@@ -334,19 +356,34 @@ def export(
     opset: int = DEFAULT_OPSET,
     loop: str = "unrolled",
     progress: Callable[[str], None] | None = None,
+    *,
+    steps: int | None = None,
+    folder: str | os.PathLike | None = None,
+    names: dict[str, list[str] | None] | None = None,
 ) -> VerificationReport:
     """Trace, verify and (only if verification passes) write the ONNX policy to `out`. `progress` is told,
     in a line, what each slow step (tracing, verifying) is about to do.
 
+    Args:
+        steps: generation steps of the exported deterministic flow policy (default: the trained N).
+        folder: the policy folder `policy` came from: its results.json and run.json give the provenance.
+        names: the user's `obs_names`, `obs_units`, `act_names`, `act_units` for the contract.
+
     Raises:
-        ValueError: a weight or statistic is NaN or inf (a diverged policy is never exported).
+        ValueError: a weight or statistic is NaN or inf (a diverged policy is never exported), `steps` with a
+            policy or mode that has none, or names of the wrong count.
         ExportVerificationError: the graph does not reproduce the JAX policy.
     """
     out = Path(out)
     policy_tensors(policy)  # raises ValueError naming the first non-finite tensor
+    if steps is not None and mode != "ode":
+        raise ValueError("--steps exports the deterministic policy: use it with --mode ode")
+    fields = contract(policy, mode=mode, steps=steps, folder=folder, **(names or {}))
+    if steps is not None:
+        policy = with_steps(policy, steps)
     say = progress or (lambda line: None)
     say(f"tracing the {policy_kind(policy)} policy with jax2onnx (mode {mode}, loop {loop}) ...")
-    model = trace(policy, mode, opset, loop)
+    model = trace(policy, mode, opset, loop, contract_fields=fields)
     sizes = ", ".join(map(str, BATCH_SIZES))
     say(f"checking parity with JAX at batch sizes {sizes} on random and real observations ...")
     report = verify(model, policy, mode)
@@ -368,7 +405,7 @@ def export_policy_folder(
     """
     folder = Path(folder)
     out = folder / ONNX_NAME
-    export(load_policy(folder), out, mode, opset, progress=progress)
+    export(load_policy(folder), out, mode, opset, progress=progress, folder=folder)
     return out
 
 
@@ -420,8 +457,22 @@ def _export_command(args: argparse.Namespace) -> None:
             f"--out {args.out} is a symbolic link (to {os.readlink(args.out)}); give a plain file path"
         )
     policy = load_policy_argument(args.policy)
+    folder = Path(args.policy).expanduser()
+    names = {key: getattr(args, key) for key in ("obs_names", "obs_units", "act_names", "act_units")}
     try:
-        report = export(policy, args.out, args.mode, args.opset, args.loop, progress=_progress)
+        report = export(
+            policy,
+            args.out,
+            args.mode,
+            args.opset,
+            args.loop,
+            progress=_progress,
+            steps=args.steps,
+            folder=folder if folder.is_dir() else None,  # a Hub id: no local results.json to read
+            names=names,
+        )
+    except ValueError as err:  # --steps or names that do not fit this policy
+        raise CommandError(one_line(err)) from None
     except ExportVerificationError as err:
         if err.report is not None:
             print(err.report.table())
@@ -441,6 +492,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=MODES, default="ode")
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset, {MIN_OPSET} or newer")
     parser.add_argument("--loop", choices=LOOPS, default="unrolled")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        help="export the deterministic flow policy with K Euler steps of the same drift (an approximation "
+        "of the trained N-step sampler unless K = N; see the steps table in docs/robot.md)",
+    )
+    for side, size in (("obs", "obs_dim"), ("act", "act_dim")):
+        parser.add_argument(
+            f"--{side}-names", nargs="+", metavar="NAME", help=f"{size} names written into the contract"
+        )
+        parser.add_argument(
+            f"--{side}-units", nargs="+", metavar="UNIT", help=f"{size} units written into the contract"
+        )
     args = parser.parse_args(argv)
     check_opset(parser, args.opset)
     return run_command(lambda: _export_command(args), kept="no ONNX file was written")

@@ -9,6 +9,12 @@
 `evaluate_policy` score an `OnnxPolicy` unchanged. It runs every policy kind `export.onnx` writes (flow,
 Gaussian, GenPO); dimensions, noise shape and mode are read from the ONNX metadata.
 
+The metadata's robot contract (docs/robot.md, "The contract") is read, checked and exposed: `obs_names`,
+`obs_units`, `obs_low`/`obs_high` (inf where unbounded), `act_names`, `act_units`, `action_low`/`action_high`,
+`control_dt`, `sampler` and `provenance`. Observations are checked against it: a dict keyed by `obs_names`
+is accepted, and an entry outside the env's observation bounds is refused. A file exported before the contract
+existed still loads, with a one-line notice (logged as a warning on the `onnx_policy` logger).
+
 `python -m hub_cards.publish` also uploads this file, byte for byte, as `onnx_policy.py` next to
 `policy.onnx`, so a robot needs only those two files, numpy and onnxruntime. It must therefore stay
 standalone: import nothing but the standard library, numpy and onnxruntime, never this package (a test
@@ -16,6 +22,7 @@ runs the model card's snippet with it in a process where importing jax, gsbpolic
 """
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -30,6 +37,11 @@ except ModuleNotFoundError as err:  # the one dependency beyond numpy: say how t
     ) from err
 
 _REQUIRED_METADATA = ("mode", "obs_dim", "act_dim")
+CONTRACT_VERSION = 1
+"""The newest contract version this runtime reads (export.contract.CONTRACT_VERSION writes it)."""
+_CONTRACT_JSON = ("obs_names", "obs_units", "obs_low", "obs_high", "act_names", "act_units", "control_dt",
+                  "sampler", "provenance")  # fmt: skip
+_log = logging.getLogger("onnx_policy")
 
 
 def session_options(intra_op_num_threads: int = 1) -> ort.SessionOptions:
@@ -80,6 +92,7 @@ class OnnxPolicy:
             raise ValueError(f"{self.path} lacks metadata {missing}; export it with `python -m export.onnx`")
         try:
             self._read_metadata()
+            self._read_contract()
         except (ValueError, TypeError, RecursionError) as err:  # json's and int()'s errors are ValueErrors
             raise ValueError(
                 f"{self.path} has unreadable metadata ({' '.join(str(err).split())}); export it again with "
@@ -110,6 +123,61 @@ class OnnxPolicy:
             if bound is not None and (bound.shape != (self.act_dim,) or not np.isfinite(bound).all()):
                 raise ValueError(f"action bounds {bound.tolist()} are not {self.act_dim} finite numbers")
 
+    def _read_contract(self) -> None:
+        metadata = self.metadata
+        self.contract = None
+        """The contract fields, parsed (None for a file exported before the contract existed)."""
+        self.obs_names = self.obs_units = self.act_names = self.act_units = None
+        self.obs_low = self.obs_high = self.control_dt = self.sampler = self.provenance = None
+        if "contract_version" not in metadata:
+            _log.warning(
+                "%s has no robot contract (exported before it existed): names, units, observation bounds and "
+                "control period are unknown; export it again with `python -m export.onnx` to add them",
+                self.path,
+            )
+            return
+        version = int(metadata["contract_version"])
+        if version > CONTRACT_VERSION:
+            raise ValueError(
+                f"contract version {version} is newer than this runtime's {CONTRACT_VERSION}: use the "
+                "onnx_policy.py published with the file"
+            )
+        text_fields = ("contract_version", "obs_input", "obs_names_source", "act_names_source")
+        missing = [key for key in (*_CONTRACT_JSON, *text_fields) if key not in metadata]
+        if missing:
+            raise ValueError(f"contract version {version} lacks the fields {missing}")
+        contract = {key: json.loads(metadata[key]) for key in _CONTRACT_JSON}
+        contract |= {key: metadata[key] for key in text_fields}
+        for key in ("sampler", "provenance"):
+            if not isinstance(contract[key], dict):
+                raise ValueError(f"{key} is not a JSON object")
+        for key, size in (
+            ("obs_names", self.obs_dim),
+            ("obs_units", self.obs_dim),
+            ("act_names", self.act_dim),
+            ("act_units", self.act_dim),
+        ):
+            value = contract[key]
+            if (
+                not isinstance(value, list)
+                or len(value) != size
+                or not all(isinstance(v, str) for v in value)
+            ):
+                raise ValueError(f"{key} is not a list of {size} strings")
+        if len(set(contract["obs_names"])) != self.obs_dim:
+            raise ValueError("obs_names are not unique")
+        if contract["obs_input"] != "raw":
+            raise ValueError(f"obs_input {contract['obs_input']!r} is not 'raw'")
+        self.obs_low = _obs_bound(contract["obs_low"], self.obs_dim, -np.inf)
+        self.obs_high = _obs_bound(contract["obs_high"], self.obs_dim, np.inf)
+        dt = contract["control_dt"]
+        if dt is not None and not (isinstance(dt, (int, float)) and np.isfinite(dt) and dt > 0):
+            raise ValueError(f"control_dt {dt!r} is not a positive number of seconds")
+        self.contract = contract
+        self.obs_names, self.obs_units = contract["obs_names"], contract["obs_units"]
+        self.act_names, self.act_units = contract["act_names"], contract["act_units"]
+        self.control_dt, self.sampler, self.provenance = dt, contract["sampler"], contract["provenance"]
+
     def set_seed(self, seed: int) -> None:
         """Reseed the noise generator of stochastic calls."""
         self._rng = np.random.default_rng(seed)
@@ -126,6 +194,8 @@ class OnnxPolicy:
 
         Mirrors `GSBPolicy._check_obs` step for step (this file may import nothing of gsbpolicy), so both
         runtimes reject the same inputs with the same words; tests/test_runtime_parity.py holds them to it.
+        Two steps are the file's own, as only the file has a contract: a dict keyed by `obs_names`, and the
+        observation bounds (tests/test_robot_contract.py).
         """
         if isinstance(obs, tuple):
             raise ValueError(
@@ -133,7 +203,7 @@ class OnnxPolicy:
                 "env.reset(); pass obs only"
             )
         if isinstance(obs, dict):
-            raise ValueError("dict observations are not supported; flatten them to one array")
+            obs = self._from_dict(obs)
         obs = np.asarray(obs)
         if obs.dtype == object or not (
             np.issubdtype(obs.dtype, np.floating) or np.issubdtype(obs.dtype, np.integer)
@@ -148,12 +218,35 @@ class OnnxPolicy:
                 f"observation shape {obs.shape} does not match ({self.obs_dim},) or (batch, {self.obs_dim})"
             )
         _check_finite("observation", obs)
+        if self.obs_low is not None:
+            outside = (obs < self.obs_low) | (obs > self.obs_high)
+            if outside.any():
+                index = int(np.argwhere(outside)[0][-1])
+                raise ValueError(
+                    f"observation {self.obs_names[index]} = {np.reshape(obs, (-1, self.obs_dim))[:, index].tolist()[:5]} "
+                    f"is outside the env's bounds [{self.obs_low[index]:g}, {self.obs_high[index]:g}]: check its "
+                    "order and units against obs_names and obs_units"
+                )
         if np.issubdtype(obs.dtype, np.floating) and obs.dtype.itemsize > 4:  # would turn into inf
             too_large = np.abs(obs) > np.finfo(np.float32).max
             if too_large.any():
                 bad = np.argwhere(too_large)[:5].tolist()
                 raise ValueError(f"observation at index {bad} is too large for float32 (|x| > 3.4e38)")
         return np.asarray(obs, np.float32), single
+
+    def _from_dict(self, obs: dict) -> np.ndarray:
+        """A dict keyed by the contract's observation names as the array in the graph's order."""
+        if self.obs_names is None:
+            raise ValueError(
+                "dict observations need a file with a robot contract (obs_names); pass one array"
+            )
+        missing = [name for name in self.obs_names if name not in obs]
+        unknown = [name for name in obs if name not in self.obs_names]
+        if missing or unknown:
+            raise ValueError(
+                f"observation dict does not match obs_names: missing {missing[:5]}, unknown {unknown[:5]}"
+            )
+        return np.stack([np.asarray(obs[name]) for name in self.obs_names], axis=-1)
 
     def _run(self, obs: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
         feeds = {"obs": obs}
@@ -230,6 +323,18 @@ def _count(metadata: dict, key: str) -> int:
     if value < 1:
         raise ValueError(f"{key} {value} is not a positive count")
     return value
+
+
+def _obs_bound(value, size: int, unbounded: float) -> np.ndarray | None:
+    """An observation bound from JSON (null entries are unbounded), or None when the env gave none."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != size:
+        raise ValueError(f"observation bound {str(value)[:80]} is not a list of {size}")
+    bound = np.array([unbounded if v is None else v for v in value], np.float64)
+    if np.isnan(bound).any():
+        raise ValueError("an observation bound is NaN")
+    return bound
 
 
 def _bound(text: str | None) -> np.ndarray | None:

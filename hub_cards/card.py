@@ -206,11 +206,14 @@ def render_card(
     *,
     license: str = "apache-2.0",
     has_onnx: bool = False,
+    contract: dict | None = None,
     video_steps: int | None = None,
     results_dir: Path = RESULTS_DIR,
     code_url: str | None = None,
 ) -> str:
-    """The README.md text. `video_steps`: the length of replay.mp4 in env steps if the repo has one;
+    """The README.md text. `contract`: policy.onnx's shape fields and robot contract
+    (`export.inspect.contract_json`), shown as a table;
+    `video_steps`: the length of replay.mp4 in env steps if the repo has one;
     `code_url`: where gsbpolicy's code is (default: pyproject.toml's, see `default_code_url`)."""
     from huggingface_hub import ModelCard
 
@@ -223,6 +226,7 @@ def render_card(
         onnx_runtime=ONNX_RUNTIME,
         arxiv_id=ARXIV_ID,
         has_onnx=has_onnx,
+        contract_rows=contract_rows(contract) if contract is not None else None,
         has_video=video_steps is not None,
         video_steps=video_steps,
         baselines=baseline_rows(source.env_id, results_dir),
@@ -232,6 +236,54 @@ def render_card(
         **_run_fields(source),
     )
     return str(card).rstrip("\n") + "\n"
+
+
+def _entries(names: list[str], units: list[str], low=None, high=None) -> str:
+    entries = []
+    for i, (name, unit) in enumerate(zip(names, units, strict=True)):
+        bounds = f" in [{low[i]:g}, {high[i]:g}]" if low is not None and high is not None else ""
+        entries.append(f"`{name}`" + (f" ({unit})" if unit else "") + bounds)
+    return ", ".join(entries)
+
+
+def contract_rows(data: dict) -> list[tuple[str, str]]:
+    """(field, value) rows of the card's contract table, from policy.onnx's `export.inspect.contract_json`."""
+    contract = data["contract"]
+    sampler, provenance, dt = contract["sampler"], contract["provenance"], contract["control_dt"]
+    noise = ", ".join(map(str, data["noise_shape"]))
+    inputs = "`obs` [B, obs_dim]" + (
+        f", `noise` [B, {noise}] standard normal" if data["mode"] == "sde" else ""
+    )
+    steps = "none (a Gaussian policy)" if sampler["steps"] is None else f"{sampler['steps']} Euler steps"
+    exact = "" if sampler["exact"] else f" ({sampler['note']})"
+    ret = provenance["final_return"]
+    episodes = provenance["final_return_episodes"]
+    return [
+        (
+            "observations (raw: the normaliser is inside the graph)",
+            _entries(contract["obs_names"], contract["obs_units"]),
+        ),
+        (
+            "actions",
+            _entries(contract["act_names"], contract["act_units"], data["action_low"], data["action_high"]),
+        ),
+        ("inputs", inputs),
+        ("control period", "unknown" if dt is None else f"{dt:g} s"),
+        ("sampler", f"{steps}, mode {sampler['mode']}, squash {sampler['squash']}{exact}"),
+        (
+            "env",
+            f"{provenance['env_id']} (version {provenance['env_version']}), gymnasium "
+            f"{provenance['gymnasium_version']}, mujoco {provenance['mujoco_version']}",
+        ),
+        (
+            "training",
+            f"commit `{provenance['training_commit']}`, seed {provenance['seed']}, "
+            f"{provenance['env_steps']} env steps, final return "
+            f"{'unknown' if ret is None else f'{ret:.1f}'} over {episodes} episodes",
+        ),
+        ("weights sha256", f"`{provenance['tensors_sha256']}`"),
+        ("contract version", contract["contract_version"]),
+    ]
 
 
 def _policy_fields(source: CardSource) -> dict:

@@ -41,15 +41,30 @@ def render_folder(
     title = (
         f"{source.env_id}: {method_name(source.algo)}, seed {', '.join(map(str, source.results['seeds']))}"
     )
+    has_onnx = (folder / ONNX).is_file()
     readme = render_card(
         source,
         repo_id,
         license=license,
-        has_onnx=(folder / ONNX).is_file(),
+        has_onnx=has_onnx,
+        contract=_contract(folder / ONNX) if has_onnx else None,
         video_steps=video_steps if (folder / VIDEO).is_file() else None,
         code_url=code_url,
     )
     return {README: readme.encode(), CURVE_NAME: render_curve(source.metrics, title)}
+
+
+def _contract(path: Path) -> dict | None:
+    """policy.onnx's shape fields and robot contract (`export.inspect.contract_json`), read and checked as a
+    robot reads them; None for a file exported before the contract existed."""
+    from export.inspect import contract_json  # onnxruntime: present wherever policy.onnx was made
+    from export.runtime import OnnxPolicy
+
+    try:
+        data = contract_json(OnnxPolicy(path))
+    except ValueError as err:  # an unreadable or inconsistent file must not be published with a card
+        raise FolderError(f"{path}: {err}") from err
+    return data if data["contract"] is not None else None
 
 
 def example_repo_id(folder: Path) -> str:

@@ -553,7 +553,7 @@ RUNTIME_ROWS = [
     ("bool observation", lambda p: p.predict(np.zeros(4, bool)),
      ValueError, "dtype must be a real number type, got bool"),
     ("dict observation", lambda p: p.predict({"obs": np.zeros(4)}),
-     ValueError, "dict observations are not supported; flatten them to one array"),
+     ValueError, r"observation dict does not match obs_names: missing \['obs\[0\]', 'obs\[1\]', 'obs\[2\]', 'obs\[3\]'\], unknown \['obs'\]"),
     ("(obs, info) from env.reset()", lambda p: p.predict((np.zeros(4), {})),
      ValueError, r"you probably passed the \(obs, info\) pair"),
     ("NaN noise", lambda p: p.act(np.zeros(4, np.float32), _noise(np.nan)),

@@ -86,7 +86,7 @@ def test_failed_verification_writes_nothing(tiny_policy, tmp_path, monkeypatch, 
     folder = save_policy(tiny_policy, tmp_path / "policy")
     other = make_policy(tiny_policy.spec, key=jax.random.key(7))
     real_trace = onnx_export.trace
-    monkeypatch.setattr(onnx_export, "trace", lambda policy, *args: real_trace(other, *args))
+    monkeypatch.setattr(onnx_export, "trace", lambda policy, *args, **kw: real_trace(other, *args, **kw))
     with pytest.raises(ExportVerificationError, match=r"differs from JAX by [\d.]+, more than 1e-05") as err:
         onnx_export.export_policy_folder(folder)
     assert "max |onnx - jax|" in err.value.report.table() and "random" in err.value.report.table()

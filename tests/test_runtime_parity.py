@@ -34,7 +34,6 @@ CALLS = {
     "complex observation": lambda p: p.predict(np.zeros(4, np.complex64)),
     "bool observation": lambda p: p.predict(np.zeros(4, bool)),
     "object observation": lambda p: p.predict(np.array([0.0, None, 0.0, 0.0], dtype=object)),
-    "dict observation": lambda p: p.predict({"obs": OBS}),
     "(obs, info) from env.reset()": lambda p: p.predict((OBS, {})),
     "NaN noise": lambda p: p.act(OBS, _noise(np.nan)),
     "inf noise in a batch": lambda p: p.act(np.zeros((2, 4), np.float32), _noise(-np.inf, (2,))),
