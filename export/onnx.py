@@ -44,6 +44,7 @@ from gsbpolicy._cli import (
     OneLineParser,
     check_output_file,
     one_line,
+    refuse_owned,
     require_extra,
     run_command,
 )
@@ -339,10 +340,12 @@ def export(
     in a line, what each slow step (tracing, verifying) is about to do.
 
     Raises:
-        ValueError: a weight or statistic is NaN or inf (a diverged policy is never exported).
+        ValueError: a weight or statistic is NaN or inf (a diverged policy is never exported), or `out` is a
+            run's or a saved policy's own file.
         ExportVerificationError: the graph does not reproduce the JAX policy.
     """
     out = Path(out)
+    refuse_owned(out, "out", ValueError)  # checked before the slow tracing, like the command's --out
     policy_tensors(policy)  # raises ValueError naming the first non-finite tensor
     say = progress or (lambda line: None)
     say(f"tracing the {policy_kind(policy)} policy with jax2onnx (mode {mode}, loop {loop}) ...")

@@ -357,6 +357,12 @@ def _publish_rows() -> list[Row]:
         Row("publish: a metrics line not UTF-8", "publish",
             lambda s, _: (_metrics_line(s, 2, b"\xc3\x28"), s.publish())[1],
             2, "metrics.jsonl, line 3 is not UTF-8 text"),
+        Row("publish: --out is another run's folder", "publish",
+            lambda s, _: (shutil.copytree(s.run, s.root / "other"), s.publish("--overwrite", out="other"))[1],
+            2, "other is the folder of a training run: writing there would replace it"),
+        Row("publish: --out is another run's policy folder", "publish",
+            lambda s, _: (shutil.copytree(s.run, s.root / "other"), s.publish("--overwrite", out="other/policy"))[1],
+            2, "other/policy is a saved policy's folder: writing there would replace it"),
         Row("publish: the hub extra is not installed", "publish",
             lambda s, mp: (_hide_module(mp, "jinja2"), s.publish())[1],
             1, 'needs jinja2: pip install -e ".[hub]"'),
@@ -394,6 +400,19 @@ def _export_rows() -> list[Row]:
         Row("export: --out not writable", "export",
             export(lambda s: s.policy, out="/proc/gsbpolicy-test/policy.onnx"),
             2, "cannot write in /proc"),
+        Row("export: --out is the policy's own weights", "export",
+            lambda s, mp: export(lambda s: s.policy, out=str(s.policy / "model.safetensors"))(s, mp),
+            2, "policy/model.safetensors is the weights of the policy in"),
+        Row("export: --out is the policy's config.json", "export",
+            lambda s, mp: export(lambda s: s.policy, out=str(s.policy / "config.json"))(s, mp),
+            2, "is the config of the policy in"),
+        Row("export: --out is the run's metrics.jsonl", "export",
+            lambda s, mp: export(lambda s: s.policy, out=str(s.run / "metrics.jsonl"))(s, mp),
+            2, "is the training log of the run in"),
+        Row("export: --out is a checkpoint file", "export",
+            lambda s, mp: ((s.run / "checkpoint").mkdir(), (s.run / "checkpoint" / "state.safetensors").write_bytes(b"x"),
+                           export(lambda s: s.policy, out=str(s.run / "checkpoint" / "state.safetensors"))(s, mp))[2],
+            2, "is inside the checkpoint of the run in"),
         Row("export: --opset 5", "export", export(lambda s: s.policy, "--opset", "5"),
             2, "--opset must be between 17 and"),
         Row("export: unknown --mode", "export", export(lambda s: s.policy, "--mode", "fast"),
@@ -665,3 +684,12 @@ def test_a_failing_hub_is_one_line_naming_it_and_its_answer(
     assert _snapshot(scene.run) == before
     leftovers = {p.name for p in tmp_path.iterdir()} - {"run", "out"}
     assert leftovers <= {"ft"} and not [p for p in (tmp_path / "ft").glob("*") if p.name != "run.lock"]
+
+
+def test_export_refuses_to_write_over_a_policys_own_file(tiny_policy, base_run):
+    """The library call too: `export(policy, RUN/policy/model.safetensors)` would replace the trained weights."""
+    weights = base_run / "policy" / "model.safetensors"
+    before = weights.read_bytes()
+    with pytest.raises(ValueError, match=r"model\.safetensors is the weights of the policy in") as raised:
+        onnx_export.export(tiny_policy, weights)
+    assert len(str(raised.value).splitlines()) == 1 and weights.read_bytes() == before

@@ -1,6 +1,8 @@
 """`python -m trainers.collect`: episodes of a loadable policy recorded as a Minari dataset, and every bad
 input as one line (exit 2) with nothing written."""
 
+import shutil
+
 import jax
 import minari
 import numpy as np
@@ -84,6 +86,8 @@ def test_overwrite_replaces_a_dataset_given_by_a_relative_path(policy_dir, tmp_p
             "id ORG/NAME, got the URL 'https://huggingface.co/org/x': pass the repo id ('org/x') or a local folder",
         ),
         ("policy empty", "got an empty string"),
+        ("out a run folder", "is the folder of a training run: writing there would replace it"),
+        ("out a saved policy", "is a saved policy's folder: writing there would replace it"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tmp_path, capsys):
@@ -107,6 +111,15 @@ def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tm
         argv += ["--overwrite"] if case == "overwrite other files" else []
     if case == "out is a file":
         out.write_text("a file")
+    if case == "out a run folder":
+        out.mkdir()
+        (out / "run.json").write_text("{}")
+        (out / "metrics.jsonl").write_text("")
+        argv += ["--overwrite"]
+    if case == "out a saved policy":
+        shutil.copytree(policy_dir, out)
+        argv += ["--overwrite"]
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(CliExit) as exit_:
         collect.main(argv)
     err = capsys.readouterr().err.strip()
@@ -116,6 +129,8 @@ def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tm
         assert (out / "mine.txt").read_text() == "keep me"
     elif case == "out a link":
         assert out.is_symlink() and not list((tmp_path / "elsewhere").iterdir())
+    elif case in ("out a run folder", "out a saved policy"):
+        assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     elif case != "out is a file":
         assert not out.exists()
     assert not list(tmp_path.glob(".out.*"))

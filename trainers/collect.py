@@ -22,7 +22,15 @@ import numpy as np
 import tyro
 
 from gsbpolicy import HubRequestError
-from gsbpolicy._cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
+from gsbpolicy._cli import (
+    FAILURE,
+    INTERRUPTED,
+    USAGE,
+    MissingExtraError,
+    refuse_owned,
+    require_extra,
+    write_failure,
+)
 from gsbpolicy.gym import check_spaces
 
 from ._core.cli import fail, tyro_cli
@@ -75,6 +83,7 @@ def check_args(args: Args) -> None:
         raise ValueError(f"--out must name a dataset folder, got {str(out)!r}")
     if out.is_symlink():
         raise ValueError(f"--out {out} is a symbolic link (to {os.readlink(out)}); give the folder itself")
+    refuse_owned(out, "--out", ValueError)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
     if out.is_dir() and any(out.iterdir()):
