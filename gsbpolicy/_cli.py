@@ -149,6 +149,14 @@ def check_output_file(path: Path, option: str) -> None:
     check_writable_folder(path.parent, f"{option} {path}")
 
 
+def refuse_control_characters(value: str, option: str) -> None:
+    """Raise a usage `CommandError` naming `option` if `value` holds a control character (a newline, a tab, an
+    escape...): written into a generated script or a shell line, it would end the line or start a command."""
+    bad = next((char for char in value if ord(char) < 32 or 0x7F <= ord(char) < 0xA0), None)
+    if bad is not None:
+        raise CommandError(f"{option} must not hold control characters, got {value!r} (it holds {bad!r})")
+
+
 INTERRUPTED = 130
 """Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it."""
 

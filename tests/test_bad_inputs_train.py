@@ -602,3 +602,23 @@ def test_run_that_goes_non_finite_stops_and_keeps_the_last_good_checkpoint(tmp_p
     monkeypatch.undo()
     main([*TINY, "--output-dir", str(run), "--resume"])
     assert not (run / DIVERGED_FILE).exists() and (run / "policy" / "results.json").exists()
+
+
+def test_the_printed_follow_up_commands_survive_a_hostile_folder_name(tmp_path):
+    """A run folder named with a space, a quote and a `$(...)`: each printed command, pasted into a shell, still
+    names that one folder (and runs nothing), and the Python line loads it."""
+    import ast
+    import shlex
+
+    from trainers._core.cli import closing_lines
+
+    policy = tmp_path / "my runs" / "it's $(touch owned)" / "policy"
+    policy.mkdir(parents=True)
+    (policy / "results.json").write_text(
+        json.dumps({"env_id": "X-v0", "mean": 1.0, "std": 0.0, "n_episodes": 1})
+    )
+    lines = dict(line.strip().split(":", 1) for line in closing_lines(policy).splitlines() if " it:" in line)
+    export = ["python", "-m", "export.onnx", str(policy), "--out", str(policy / "policy.onnx")]
+    assert shlex.split(lines["export it"]) == export
+    assert shlex.split(lines["publish it"])[3] == str(policy.parent)
+    assert ast.literal_eval(lines["load it"].split("from_pretrained(", 1)[1][:-1]) == str(policy)

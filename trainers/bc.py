@@ -30,7 +30,7 @@ from gsbpolicy._cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, requi
 from gsbpolicy._files import atomic_write_text
 
 from ._core.bridge_matching import bridge_matching_loss, fit
-from ._core.cli import closing_lines, fail, parse
+from ._core.cli import closing_lines, fail, parse, quote
 from ._core.config import PolicyArgs, check_env_id, check_finite, output_path, require
 from ._core.evaluation import eval_seed, write_results
 from ._core.rundir import RunFolderError, open_run_folder
@@ -298,7 +298,8 @@ def main(argv=None) -> Path:
         fail(f"{write_failure(err)}; {KEPT}", FAILURE)
     print(closing_lines(policy_dir))
     print(
-        f"  fine-tune it: python -m trainers.gsb_mdpo --env {args.env or '<the dataset env>'} --init-from {policy_dir}"
+        f"  fine-tune it: python -m trainers.gsb_mdpo --env {quote(args.env) if args.env else '<the dataset env>'} "
+        f"--init-from {quote(policy_dir)}"
     )
     return policy_dir
 

@@ -33,7 +33,7 @@ from gsbpolicy._cli import (
 )
 from gsbpolicy.gym import check_spaces
 
-from ._core.cli import fail, tyro_cli
+from ._core.cli import fail, quote, tyro_cli
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +197,7 @@ def main(argv=None) -> None:
         fail(f"{write_failure(err)}; {KEPT}", FAILURE)
     print(
         f"recorded {returns.size} episodes, return {returns.mean():.1f} +/- {returns.std():.1f}, to {args.out}"
-        f"\n  fit a flow policy to them: python -m trainers.bc --dataset {args.out}"
+        f"\n  fit a flow policy to them: python -m trainers.bc --dataset {quote(args.out)}"
     )
 
 
