@@ -52,6 +52,16 @@ class EvalResult:
         }
 
 
+def check_deterministic(deterministic) -> bool:
+    """`deterministic` if it is a bool; a TypeError otherwise: `"False"` (a string from a config file or a
+    command line) is truthy, and would silently run the deterministic policy."""
+    if not isinstance(deterministic, bool | np.bool_):
+        raise TypeError(
+            f"deterministic must be True or False, got {deterministic!r} ({type(deterministic).__name__})"
+        )
+    return bool(deterministic)
+
+
 def evaluate(
     policy: Predictor,
     env_or_id,
@@ -76,6 +86,7 @@ def evaluate(
 
     if isinstance(n_episodes, bool) or not isinstance(n_episodes, int | np.integer) or n_episodes < 1:
         raise ValueError(f"n_episodes must be an integer >= 1, got {n_episodes!r}")
+    deterministic = check_deterministic(deterministic)
     if isinstance(policy, GSBPolicy):
         policy.set_seed(seed)
     owned = isinstance(env_or_id, str)

@@ -21,6 +21,7 @@ from ._hub_requests import HubRequestError, hub_requests, hub_timeout, network_p
 from ._io import CONFIG_NAME, WEIGHTS_NAME
 from ._kinds import load_files, load_policy, policy_kind, save_policy
 from ._policy import FlowPolicy, numpy_noise
+from .gym import check_deterministic
 
 
 def _looks_like_local_path(name: str) -> bool:
@@ -221,7 +222,7 @@ class GSBPolicy:
         """
         obs, single = self._check_obs(observation)
         noise = None
-        if not deterministic:
+        if not check_deterministic(deterministic):
             noise = numpy_noise(self._rng, self.noise_shape, 1 if single else obs.shape[0])
             noise = noise[0] if single else noise
         return self._run(obs, single, noise), state

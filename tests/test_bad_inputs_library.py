@@ -512,6 +512,30 @@ CASES += [
         r"\[\[-1\.0, -1\.0\], \[1\.0, 1\.0\]\]$",
     ),
     Case(
+        "deterministic given as the string 'False'",
+        lambda w: w.policy.predict(OBS, deterministic="False"),
+        TypeError,
+        r"^deterministic must be True or False, got 'False' \(str\)$",
+    ),
+    Case(
+        "evaluate with deterministic given as 0",
+        lambda w: evaluate(w.policy, TwoActions(), n_episodes=1, deterministic=0),
+        TypeError,
+        r"^deterministic must be True or False, got 0 \(int\)$",
+    ),
+    Case(
+        "from_pretrained on a training run folder",
+        lambda w: GSBPolicy.from_pretrained(w.root),
+        FileNotFoundError,
+        r"^\S+ is a training run folder, not a policy folder: use \S+/policy$",
+    ),
+    Case(
+        "load_policy on a training run folder",
+        lambda w: load_policy(w.root),
+        FileNotFoundError,
+        r"is a training run folder, not a policy folder: use \S+/policy$",
+    ),
+    Case(
         "evaluate with no episodes",
         lambda w: evaluate(w.policy, TwoActions(), n_episodes=0),
         ValueError,

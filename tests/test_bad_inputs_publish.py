@@ -29,6 +29,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 import safetensors
 import safetensors.numpy
@@ -618,6 +619,20 @@ def test_runtime_bad_file(path, error, match, tmp_path, sde_onnx):
     with pytest.raises(error, match=match) as raised:
         OnnxPolicy(path(tmp_path, sde_onnx))
     assert len(str(raised.value).splitlines()) == 1
+
+
+def test_a_nan_weight_in_the_onnx_file_is_named_not_blamed_on_overflow(sde_onnx, tmp_path):
+    """A file damaged after export (the exporter refuses non-finite weights): one NaN in one initializer."""
+    model = onnx.load(sde_onnx)
+    weights = max(model.graph.initializer, key=lambda tensor: np.prod(tensor.dims))
+    values = onnx.numpy_helper.to_array(weights).copy()
+    values.flat[0] = np.nan
+    weights.CopyFrom(onnx.numpy_helper.from_array(values, weights.name))
+    onnx.save(model, tmp_path / "damaged.onnx")
+    with pytest.raises(
+        FloatingPointError, match=r"damaged\.onnx holds a NaN or inf weight: its action is NaN even"
+    ):
+        OnnxPolicy(tmp_path / "damaged.onnx").predict(np.ones(4, np.float32))
 
 
 def test_export_refuses_non_finite_weights_and_writes_nothing(tiny_policy, tmp_path):
