@@ -4,6 +4,7 @@ gymnasium is imported inside the functions, so importing gsbpolicy does not load
 """
 
 import dataclasses
+import functools
 from typing import Any, Protocol
 
 import numpy as np
@@ -52,6 +53,109 @@ class EvalResult:
         }
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+class EnvOutputError(ValueError):
+    """An env returned what no policy can act on or learn from: a non-finite or float32-overflowing observation
+    or reward, or an observation of another shape than its space. `record` holds the fields a stopped run
+    keeps in its diverged.json (env, quantity, value, env_step)."""
+
+    def __init__(self, message: str, record: dict):
+        super().__init__(message)
+        self.record = record
+
+
+def _env_name(env) -> str:
+    """The env's registered id, else (a vector env built from functions) its first sub-env's, else its class."""
+    spec_id = getattr(getattr(env, "spec", None), "id", None)
+    if spec_id is None and getattr(env, "envs", None):
+        return _env_name(env.envs[0])
+    return spec_id or type(getattr(env, "unwrapped", env)).__name__
+
+
+def check_space_bounds(env, name: str | None = None) -> None:
+    """ValueError naming the env and the index if a Box space of `env` has low > high (a space edited after
+    it was built; gymnasium's own error comes later, from deep inside vectorisation)."""
+    name = name or _env_name(env)
+    for attribute in ("observation_space", "action_space"):
+        space = getattr(env, attribute, None)
+        low, high = getattr(space, "low", None), getattr(space, "high", None)
+        if low is None or high is None:
+            continue
+        swapped = np.argwhere(np.asarray(low) > np.asarray(high))
+        if swapped.size:
+            i = tuple(int(j) for j in swapped[0])
+            raise ValueError(
+                f"the env {name}'s {attribute} has low > high at index {list(i)} "
+                f"(low {np.asarray(low)[i]}, high {np.asarray(high)[i]}): fix the space's bounds"
+            )
+
+
+def check_env_output(name: str, call: str, step: int, obs, reward=None, shape: tuple | None = None) -> None:
+    """Raise `EnvOutputError` naming the env `name`, what it returned from `call` ("reset" or "step") at
+    `step` (its env steps so far), the quantity and its value, for an observation of another `shape` or
+    holding NaN, inf or a value beyond float32 (the policy computes in float32), or a non-finite reward."""
+    at = f"at env step {step}" if call == "step" else "from reset"
+    obs = np.asarray(obs)
+    if shape is not None and obs.shape != tuple(shape):
+        raise EnvOutputError(
+            f"the env {name} returned an observation of shape {obs.shape} {at}; its observation_space has shape "
+            f"{tuple(shape)}",
+            {"env": name, "quantity": "observation shape", "value": list(obs.shape), "env_step": step},
+        )
+    checks = [("observation", obs)] + ([] if reward is None else [("reward", np.asarray(reward, float))])
+    for quantity, values in checks:
+        if not np.issubdtype(values.dtype, np.number):
+            continue
+        bad = ~np.isfinite(values) | (np.abs(np.where(np.isfinite(values), values, 0)) > FLOAT32_MAX)
+        if bad.any():
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            value = values[index].item()
+            label = f"{quantity}{list(index)}" if index else quantity
+            why = "not finite" if not np.isfinite(value) else "too large for float32 (|x| > 3.4e38)"
+            raise EnvOutputError(
+                f"the env {name} returned {label} = {value!r} {at}: {why}; the policy cannot act on or learn "
+                "from it, so fix (or clip) what the env returns",
+                {"env": name, "quantity": label, "value": repr(value), "env_step": step},
+            )
+
+
+def checked(env, name: str | None = None):
+    """`env` wrapped so that each reset and step checks what it returns (`check_env_output`), after its spaces'
+    bounds (`check_space_bounds`). A module-level function, so that vector envs can pickle it as a wrapper."""
+    name = name or _env_name(env)
+    check_space_bounds(env, name)
+    return _checked_class()(env, name)
+
+
+@functools.cache
+def _checked_class():
+    import gymnasium
+
+    class CheckedEnv(gymnasium.Wrapper):
+        """Checks every observation and reward where it leaves the user's env; counts the env's steps."""
+
+        def __init__(self, env, name: str):
+            super().__init__(env)
+            self.name, self.steps = name, 0
+
+        def reset(self, **kwargs):
+            obs, info = self.env.reset(**kwargs)
+            check_env_output(self.name, "reset", self.steps, obs, shape=self.observation_space.shape)
+            return obs, info
+
+        def step(self, action):
+            result = self.env.step(action)
+            self.steps += 1
+            check_env_output(
+                self.name, "step", self.steps, result[0], result[1], self.observation_space.shape
+            )
+            return result
+
+    return CheckedEnv
+
+
 def check_deterministic(deterministic) -> bool:
     """`deterministic` if it is a bool; a TypeError otherwise: `"False"` (a string from a config file or a
     command line) is truthy, and would silently run the deterministic policy."""
@@ -92,11 +196,12 @@ def evaluate(
     owned = isinstance(env_or_id, str)
     env = gymnasium.make(env_or_id) if owned else env_or_id
     try:
+        check_space_bounds(env)
         check_spaces(policy, env)
         if isinstance(env, gymnasium.vector.VectorEnv):
             returns, lengths = _run_vector(policy, env, n_episodes, deterministic, seed)
         elif isinstance(env, gymnasium.Env):
-            returns, lengths = _run_single(policy, env, n_episodes, deterministic, seed)
+            returns, lengths = _run_single(policy, checked(env), n_episodes, deterministic, seed)
         else:
             raise TypeError(f"expected a gymnasium Env, VectorEnv or env id, got {type(env).__name__}")
     finally:
@@ -171,11 +276,16 @@ def _run_vector(policy, env, n_episodes, deterministic, seed):
     counts = np.zeros(n_envs, int)
     totals, lens = np.zeros(n_envs), np.zeros(n_envs, int)
     returns, lengths = [], []
+    # The sub-envs are the user's: what leaves them is checked here, batched (index [sub-env, ...]).
+    name, shape, steps = _env_name(env), env.observation_space.shape, 0
     obs, _ = env.reset(seed=seed)
+    check_env_output(name, "reset", steps, obs, shape=shape)
     resetting = np.zeros(n_envs, bool)  # NEXT_STEP mode: this step only resets these sub-envs
     while (counts < targets).any():
         action, _ = policy.predict(obs, deterministic=deterministic)
         obs, reward, terminated, truncated, _ = env.step(action)
+        steps += 1
+        check_env_output(name, "step", steps, obs, reward, shape)
         live = ~resetting
         totals[live] += reward[live]
         lens[live] += 1
@@ -190,4 +300,5 @@ def _run_vector(policy, env, n_episodes, deterministic, seed):
             resetting = done
         elif mode == AutoresetMode.DISABLED and done.any():
             obs, _ = env.reset(options={"reset_mask": done})
+            check_env_output(name, "reset", steps, obs, shape=shape)
     return returns, lengths

@@ -395,6 +395,9 @@ ROWS = [
     Row("--init-from a URL", ["--init-from", "https://huggingface.co/org/policy"], 2,
         r"--init-from: expected a policy folder or a Hub repo id ORG/NAME, got the URL "
         r"'https://huggingface\.co/org/policy': pass the repo id \('org/policy'\)"),
+    Row("an env whose action bounds have low > high", ["--env", "tests.faulty_env:FaultySwappedBounds-v0"], 2,
+        r"^error: the env tests\.faulty_env:FaultySwappedBounds-v0's action_space has low > high at index \[0\] "
+        r"\(low 1\.0, high -1\.0\)", setup=Path.mkdir),  # found on making the env, once the run folder is locked
 ]  # fmt: skip
 
 
@@ -622,3 +625,28 @@ def test_the_printed_follow_up_commands_survive_a_hostile_folder_name(tmp_path):
     assert shlex.split(lines["export it"]) == export
     assert shlex.split(lines["publish it"])[3] == str(policy.parent)
     assert ast.literal_eval(lines["load it"].split("from_pretrained(", 1)[1][:-1]) == str(policy)
+
+
+def test_a_nan_observation_from_the_env_stops_the_run_naming_the_env_not_training(tmp_path, capsys):
+    """The env's sub-envs return a NaN observation at their 40th step (iteration 3 of 16 steps each): the run
+    stops there, naming the env, the observation index, the value and the step, and diverged.json says the
+    same, where before it reported a non-finite loss."""
+    from trainers.gsb_mdpo import main
+
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*TINY, "--env", "tests.faulty_env:FaultyNanObs-v0", "--output-dir", str(run)])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: training stopped in iteration 3: the env tests.faulty_env:FaultyNanObs-v0 returned observation[2] = "
+        "nan at env step 40: not finite; the policy cannot act on or learn from it, so fix (or clip) what the env "
+        f"returns; nothing of it was saved and the last good checkpoint (iteration 2) is kept in {run / 'checkpoint'}\n"
+    )
+    stop = json.loads((run / DIVERGED_FILE).read_text())
+    expected = {"iteration": 3, "env": "tests.faulty_env:FaultyNanObs-v0", "quantity": "observation[2]"}
+    assert {key: stop[key] for key in expected} == expected and (stop["value"], stop["env_step"]) == (
+        "nan",
+        40,
+    )
+    assert not (run / "policy").exists()

@@ -31,7 +31,7 @@ from gsbpolicy._cli import (
     require_extra,
     write_failure,
 )
-from gsbpolicy.gym import check_spaces
+from gsbpolicy.gym import check_spaces, checked
 
 from ._core.cli import fail, quote, tyro_cli
 
@@ -170,6 +170,7 @@ def collect(args: Args) -> np.ndarray:
         raise ValueError(f"the policy {args.policy} records no env id; pass --env")
     env = make_env(env_id)
     try:
+        env = checked(env, env_id)  # a bad observation or reward stops the recording, named
         check_spaces(policy, env, env_id)
         out = args.out.absolute()  # Minari mishandles relative dataset roots
         out.parent.mkdir(parents=True, exist_ok=True)

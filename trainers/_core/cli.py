@@ -22,6 +22,7 @@ import tyro
 from gsbpolicy import HubRequestError
 from gsbpolicy._cli import FAILURE, USAGE, MissingExtraError, OneLineParser, one_line, write_failure
 from gsbpolicy._files import LinkError
+from gsbpolicy.gym import EnvOutputError
 
 from .checkpoint import CheckpointError
 from .config import TrainArgs
@@ -148,6 +149,8 @@ def _stopped(err: BaseException, args, where: str) -> None:
         fail(str(err), FAILURE)
     if isinstance(err, LinkError):
         fail(str(err), FAILURE)
+    if isinstance(err, EnvOutputError):  # outside an iteration: the first reset, or the final evaluation
+        fail(f"{err}; stopped {where}", FAILURE)
     if isinstance(err, OSError):
         fail(f"{write_failure(err)}; stopped {where}", FAILURE)
     if (memory := out_of_memory(err, args)) is not None:
