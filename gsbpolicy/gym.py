@@ -5,9 +5,13 @@ gymnasium is imported inside the functions, so importing gsbpolicy does not load
 
 import dataclasses
 import functools
+import importlib
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from ._files import read_json
 
 
 class Predictor(Protocol):
@@ -156,6 +160,67 @@ def _checked_class():
     return CheckedEnv
 
 
+CUSTOM_NAMESPACE = "custom"
+"""Gymnasium namespace of the ids `train()` gives env classes and functions ("custom/<name>-v0")."""
+
+
+def entry_point_of(factory) -> str:
+    """`module:qualname` of a class or function: the form of gymnasium's `entry_point`."""
+    return f"{factory.__module__}:{factory.__qualname__}"
+
+
+def importable(entry_point: str, factory=None) -> bool:
+    """Whether another process can import `entry_point` (`module:qualname`), and find `factory` there if given:
+    not for a class of a script run as `__main__`, nor one defined inside a function."""
+    module, _, qualname = entry_point.partition(":")
+    if module == "__main__" or "<locals>" in qualname:
+        return False
+    try:
+        found = functools.reduce(getattr, qualname.split("."), importlib.import_module(module))
+    except (ImportError, AttributeError):
+        return False
+    return factory is None or found is factory
+
+
+def env_entry_point(env_id: str) -> str | None:
+    """The `module:Class` behind a "custom/" id registered in this process (what a policy trained on it records
+    so that another process can make the env again); None for other ids."""
+    import gymnasium
+
+    spec = gymnasium.registry.get(env_id) if env_id.startswith(f"{CUSTOM_NAMESPACE}/") else None
+    if spec is None:
+        return None
+    return spec.entry_point if isinstance(spec.entry_point, str) else entry_point_of(spec.entry_point)
+
+
+def makeable_env_id(env_id: str, policy) -> str:
+    """`env_id`, registered first if it is a "custom/" id this process lacks and the policy's folder records its
+    entry point (results.json's env_entry_point); a ValueError saying what to do where it cannot be."""
+    import gymnasium
+
+    if not env_id.startswith(f"{CUSTOM_NAMESPACE}/") or env_id in gymnasium.registry:
+        return env_id
+    folder = getattr(policy, "name_or_path", None)
+    results = Path(folder) / "results.json" if folder is not None else None
+    recorded = read_json(results) if results is not None and results.is_file() else {}
+    entry_point = recorded.get("env_entry_point") if recorded.get("env_id") == env_id else None
+    if entry_point and importable(entry_point):
+        gymnasium.register(env_id, entry_point=entry_point)
+        return env_id
+    if entry_point:
+        name = entry_point.partition(":")[2]
+        raise ValueError(
+            f"{env_id} is the class {name} of the script that trained the policy ({entry_point}), which no "
+            f"other process can import: pass the env itself (evaluate(policy, {name}())), or move {name} into a "
+            "module and train again"
+        )
+    raise ValueError(
+        f"{env_id} was registered by train() in the process that trained the policy, and this one does not know "
+        f"it: pass the env itself, evaluate(policy, YourEnv()), or register it first: "
+        f"gymnasium.register({env_id!r}, entry_point='your_module:YourEnv')"
+    )
+
+
 def check_deterministic(deterministic) -> bool:
     """`deterministic` if it is a bool; a TypeError otherwise: `"False"` (a string from a config file or a
     command line) is truthy, and would silently run the deterministic policy."""
@@ -194,7 +259,7 @@ def evaluate(
     if isinstance(policy, GSBPolicy):
         policy.set_seed(seed)
     owned = isinstance(env_or_id, str)
-    env = gymnasium.make(env_or_id) if owned else env_or_id
+    env = gymnasium.make(makeable_env_id(env_or_id, policy)) if owned else env_or_id
     try:
         check_space_bounds(env)
         check_spaces(policy, env)

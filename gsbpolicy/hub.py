@@ -90,6 +90,8 @@ class GSBPolicy:
     def __init__(self, policy, *, seed: int = 0):
         self.kind = policy_kind(policy)
         """`flow`, `gaussian` or `genpo`."""
+        self.name_or_path: Path | str | None = None
+        """The folder or Hub repo id `from_pretrained` loaded it from (None for a policy made in this process)."""
         self.policy = policy
         self._params, static = eqx.partition(policy, eqx.is_array)
         self._rng = np.random.default_rng(seed)
@@ -276,7 +278,11 @@ class GSBPolicy:
         name = os.fspath(repo_id_or_path)
         check_policy_name(name)
         if Path(name).expanduser().is_dir():
-            return cls(load_policy(Path(name).expanduser()), seed=seed)
+            policy = cls(load_policy(Path(name).expanduser()), seed=seed)
+            policy.name_or_path = Path(
+                name
+            ).expanduser()  # where its results.json is (the env it was trained on)
+            return policy
         if Path(name).expanduser().is_file():
             raise ValueError(
                 f"{name} is a file; expected a policy folder (config.json + model.safetensors) or a "
@@ -291,7 +297,9 @@ class GSBPolicy:
                    "local_files_only": local_files_only, "token": token, "etag_timeout": timeout}  # fmt: skip
         with hub_requests(timeout, at):
             files = [_fetch(name, filename, at, options) for filename in (CONFIG_NAME, WEIGHTS_NAME)]
-        return cls(load_files(*files), seed=seed)
+        policy = cls(load_files(*files), seed=seed)
+        policy.name_or_path = name
+        return policy
 
     def push_to_hub(
         self,

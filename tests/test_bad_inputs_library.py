@@ -593,6 +593,24 @@ CASES += [
         r"^the env FaultyEnv's action_space has low > high at index \[0\] \(low 1\.0, high -1\.0\)",
     ),
     Case(
+        "evaluate on the id train() gave a class of a training script's __main__",
+        lambda w: evaluate(GSBPolicy.from_pretrained(w.folder), "custom/Ghost-v0", n_episodes=1),
+        ValueError,
+        r"^custom/Ghost-v0 is the class Ghost of the script that trained the policy \(__main__:Ghost\), which no "
+        r"other process can import: pass the env itself \(evaluate\(policy, Ghost\(\)\)\), or move Ghost into a "
+        r"module and train again$",
+        edit=lambda w: (w.folder / "results.json").write_text(
+            json.dumps({"env_id": "custom/Ghost-v0", "env_entry_point": "__main__:Ghost"})
+        ),
+    ),
+    Case(
+        "evaluate on a custom/ id nothing records",
+        lambda w: evaluate(w.policy, "custom/Nowhere-v0", n_episodes=1),
+        ValueError,
+        r"^custom/Nowhere-v0 was registered by train\(\) in the process that trained the policy, and this one "
+        r"does not know it: pass the env itself, .*gymnasium\.register\('custom/Nowhere-v0', entry_point=",
+    ),
+    Case(
         "evaluate with no episodes",
         lambda w: evaluate(w.policy, TwoActions(), n_episodes=0),
         ValueError,

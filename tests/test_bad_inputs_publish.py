@@ -708,3 +708,39 @@ def test_export_refuses_to_write_over_a_policys_own_file(tiny_policy, base_run):
     with pytest.raises(ValueError, match=r"model\.safetensors is the weights of the policy in") as raised:
         onnx_export.export(tiny_policy, weights)
     assert len(str(raised.value).splitlines()) == 1 and weights.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "card_line"),
+    [
+        ("__main__:Reach", 'gym.register("custom/Reach-v0", entry_point=Reach)'),
+        (
+            "my_envs.reach:Reach",
+            'gym.register("custom/Reach-v0", entry_point="my_envs.reach:Reach")  # the env class this policy was '
+            "trained on",
+        ),
+    ],
+)
+def test_a_run_on_a_class_publishes_a_card_that_says_how_to_make_its_env(
+    entry_point, card_line, base_run, tmp_path, capsys
+):
+    """train(Reach) names the env custom/Reach-v0, which exists only in the process that trained: the card says
+    how to register it before gym.make, and the replay is skipped naming the class, not MuJoCo rendering."""
+    from gsbpolicy import load_policy
+
+    scene = Scene(tmp_path)
+    shutil.copytree(base_run, scene.run)
+    spec = dataclasses.replace(load_policy(scene.policy).spec, env_id="custom/Reach-v0")
+    save_policy(make_policy(spec, key=jax.random.key(0)), scene.policy)
+    scene.edit_json(scene.policy / "results.json", env_id="custom/Reach-v0", env_entry_point=entry_point)
+    args = json.loads((scene.run / "run.json").read_text())["args"]
+    scene.edit_json(scene.run / "run.json", args={**args, "env": "custom/Reach-v0"})
+    argv = [arg for arg in scene.publish() if arg != "--no-video"]
+    assert publish.main(argv) == 0, capsys.readouterr().err
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert f'{card_line}\nenv = gym.make("custom/Reach-v0")' in card
+    if entry_point.startswith("__main__"):
+        assert (
+            "replay.mp4: skipped, custom/Reach-v0 is the class Reach of the script that trained the policy "
+            "(__main__:Reach), which no other process can import" in capsys.readouterr().out
+        )

@@ -193,7 +193,9 @@ def test_bad_init_is_one_line(case, pretrained, tmp_path, capsys):
         other = dataclasses.replace(pretrained[1].spec, env_id="InvertedPendulumTwin-v0")
         save_policy(make_policy(other, key=jax.random.key(0)), tmp_path / "twin")
         argv = [*TINY_FLAGS, "--init-from", str(tmp_path / "twin")]
-        expected = "env_id (set by --env): pretrained 'InvertedPendulumTwin-v0', this run 'InvertedPendulum-v5'"
+        expected = (
+            "env_id (set by --env): pretrained 'InvertedPendulumTwin-v0', this run 'InvertedPendulum-v5'"
+        )
     with pytest.raises(CliExit) as exit_:
         main([*argv, "--output-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
