@@ -93,6 +93,10 @@ def test_pre_squash_inverts_the_policys_squash(squash):
         ("bad spec", "sigma_min must be > 0"),
         ("truncated data file", "its data file is truncated or corrupted; record the dataset again"),
         ("actions outside the space", "action values outside its action space"),
+        (
+            "a bit flipped in an observation",
+            "data/main_data.hdf5 does not match the sha256 trainers.collect recorded",
+        ),
     ],
 )
 def test_bad_input_is_one_line(case, expected, demos, fitted, tmp_path, capsys, monkeypatch):
@@ -104,13 +108,22 @@ def test_bad_input_is_one_line(case, expected, demos, fitted, tmp_path, capsys, 
                "other env": ["--env", "Hopper-v5"], "no steps": ["--steps", "0"], "bad lr": ["--lr", "0"],
                "finished run": ["--output-dir", str(fitted.parent)],
                "bad spec": ["--policy.sigma-min", "0"]}  # fmt: skip
-    if case in ("truncated data file", "actions outside the space"):
+    if case in ("truncated data file", "actions outside the space", "a bit flipped in an observation"):
         damaged = tmp_path / "damaged"
         shutil.copytree(demos / "demos", damaged)
         argv[1] = str(damaged)
         (data_file,) = damaged.rglob("*.hdf5")
+        flip = case == "a bit flipped in an observation"
+        if not flip:  # a dataset from elsewhere, without checksums: the reader's own checks apply
+            (damaged / collect.CHECKSUMS).unlink()
         if case == "truncated data file":
             data_file.write_bytes(data_file.read_bytes()[: data_file.stat().st_size // 2])
+        elif flip:  # the lowest mantissa bit of one value: still finite, still plausible
+            with h5py.File(data_file, "r+") as file:
+                observations = file["episode_0/observations"]
+                first = observations[0]
+                first.view(np.uint32 if first.dtype == np.float32 else np.uint64)[0] ^= 1
+                observations[0] = first
         else:
             with h5py.File(data_file, "r+") as file:
                 actions = file["episode_0/actions"]

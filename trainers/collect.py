@@ -10,6 +10,7 @@ place whole, so an interrupted collection leaves no half dataset. Needs the `bc`
 """
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ from gsbpolicy._cli import (
     require_extra,
     write_failure,
 )
+from gsbpolicy._files import atomic_write_text, sha256_bytes
 from gsbpolicy.gym import check_spaces, checked
 
 from ._core.cli import fail, quote, tyro_cli
@@ -61,6 +63,9 @@ class Args:
     """Replace a non-empty --out folder that holds a Minari dataset."""
 
 
+CHECKSUMS = "sha256.json"
+"""Written beside a recorded dataset's data/ folder: the sha256 of each of its files, which `trainers.bc` checks
+(Minari's HDF5 files carry no checksum of their own, so a flipped bit would otherwise train unnoticed)."""
 KEPT = "no dataset was written, and an earlier --out is as it was"
 """What an interrupted or failed collection leaves: the dataset is built aside and moved into place whole."""
 
@@ -159,6 +164,12 @@ def record(policy, env, args: Args, env_id: str, staging: Path):
     return np.asarray(returns), staging / dataset_id(args, env_id)
 
 
+def data_checksums(dataset: Path) -> dict[str, str]:
+    """{path under `dataset`: sha256} of every file of its data/ folder."""
+    files = sorted(path for path in (dataset / "data").rglob("*") if path.is_file())
+    return {str(path.relative_to(dataset)): sha256_bytes(path.read_bytes()) for path in files}
+
+
 def collect(args: Args) -> np.ndarray:
     """Check everything, record, and move the dataset into `args.out`; returns the episode returns.
     ValueError: bad input (nothing written)."""
@@ -176,6 +187,7 @@ def collect(args: Args) -> np.ndarray:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
             returns, written = record(policy, env, args, env_id, Path(staging))
+            atomic_write_text(written / CHECKSUMS, json.dumps(data_checksums(written), indent=2) + "\n")
             if out.exists():
                 shutil.rmtree(out)
             written.rename(out)
