@@ -19,8 +19,11 @@ FAULTS = {
 
 
 class FaultyEnv(gym.Env):
-    def __init__(self, fault: str = "none", at: int = 3, act_low=(-1.0,), act_high=(1.0,)):
-        self.fault, self.at, self.total = fault, at, 0
+    # Stable-Baselines3's make_vec_env asks for rgb_array frames; a blank one is all a test needs.
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, fault: str = "none", at: int = 3, act_low=(-1.0,), act_high=(1.0,), render_mode=None):
+        self.fault, self.at, self.total, self.render_mode = fault, at, 0, render_mode
         # float64, as many user envs are: a value beyond float32 is representable, and must be caught.
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float64)
         self.action_space = gym.spaces.Box(np.array(act_low, np.float32), np.array(act_high, np.float32))
@@ -30,6 +33,9 @@ class FaultyEnv(gym.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         return np.zeros(5 if self.fault == "reset shape" else 4), {}
+
+    def render(self):
+        return np.zeros((16, 16, 3), np.uint8)
 
     def step(self, action):
         self.total += 1

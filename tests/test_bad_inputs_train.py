@@ -650,3 +650,24 @@ def test_a_nan_observation_from_the_env_stops_the_run_naming_the_env_not_trainin
         40,
     )
     assert not (run / "policy").exists()
+
+
+def test_an_infinite_reward_stops_the_sb3_trainer_naming_the_env(tmp_path, capsys):
+    """The same check in the Stable-Baselines3 trainer's envs: 2 envs x 32 steps an iteration, so the 40th step
+    of each env is in iteration 2, before any checkpoint."""
+    from trainers.ppo import main
+
+    run = tmp_path / "run"
+    argv = ["--env", "tests.faulty_env:FaultyInfReward-v0", "--total-steps", "256", "--rollout.num-envs", "2",
+            "--rollout.unroll-length", "32", "--rollout.num-minibatches", "2", "--rollout.epochs", "2",
+            "--eval.num-evals", "1", "--eval.episodes", "2", "--eval.final-episodes", "2", "--log.no-progress",
+            "--output-dir", str(run)]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and err.count("\n") == 1, err
+    assert err.startswith(
+        "error: training stopped in iteration 2: the env tests.faulty_env:FaultyInfReward-v0 returned reward = inf "
+        "at env step 40: not finite;"
+    ), err
+    assert json.loads((run / DIVERGED_FILE).read_text())["quantity"] == "reward"
