@@ -122,11 +122,16 @@ def owned_by_a_run(path: Path) -> str | None:
     if path.is_dir() and is_policy_folder(path):
         return "a saved policy's folder"
     parent = path.parent.resolve()
-    if is_run_folder(parent) and path.name in RUN_OWNED:
+    # A file is guarded in a published Hub folder too (a downloaded one may be all the user has of the run):
+    # only a folder given whole to the publisher is its to replace.
+    if (parent / "run.json").is_file() and path.name in RUN_OWNED:
         return f"the {RUN_OWNED[path.name]} of the run in {parent}"
     if is_run_folder(parent) and path.name in RUN_SUBFOLDERS:
         return f"the {path.name}/ folder of the run in {parent}"
-    if is_policy_folder(parent) and path.name in POLICY_OWNED:
+    if (
+        all((parent / name).is_file() for name in ("config.json", "model.safetensors"))
+        and path.name in POLICY_OWNED
+    ):
         return f"the {POLICY_OWNED[path.name]} of the policy in {parent}"
     if parent.name.startswith("checkpoint") and is_run_folder(parent.parent):
         return f"inside the checkpoint of the run in {parent.parent}"

@@ -101,6 +101,7 @@ def exit_code(argv: list[str]) -> int:
         ("the run's run.json as --out", [], "run.json is the run record of the run in"),
         ("a checkpoint file as --out", [], "meta.json is inside the checkpoint of the run in"),
         ("another run's folder as --out", [], "is the folder of a training run: writing there would"),
+        ("a published folder's weights as --out", [], "model.safetensors is the weights of the policy in"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys, case, extra, message):
@@ -111,7 +112,14 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys,
     out = {"folder_out": tmp_path / "folder", "jpg_out": tmp_path / "curves.jpg",
            "the run's metrics.jsonl as --out": good / "metrics.jsonl", "the run's run.json as --out": good / "run.json",
            "a checkpoint file as --out": good / "checkpoint" / "meta.json",
-           "another run's folder as --out": good}.get(case, tmp_path / "curves.png")  # fmt: skip
+           "another run's folder as --out": good,
+           "a published folder's weights as --out": tmp_path / "hub" / "model.safetensors"}.get(case, tmp_path / "curves.png")  # fmt: skip
+    if (
+        case == "a published folder's weights as --out"
+    ):  # run.json beside config.json: what the publisher writes
+        (tmp_path / "hub").mkdir()
+        for name in ("run.json", "metrics.jsonl", "config.json", "model.safetensors"):
+            (tmp_path / "hub" / name).write_text("{}")
     if case == "folder_out":
         out.mkdir()
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
