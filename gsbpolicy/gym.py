@@ -248,6 +248,12 @@ def evaluate(
         deterministic: passed to `predict`.
         seed: episode i of a single env is reset with seed + i; a vector env is reset once with `seed`
             (sub-env j gets seed + j). A `GSBPolicy`'s noise generator is reseeded with it too.
+
+    Raises:
+        EnvOutputError: the env returned an observation of another shape than its space, a NaN, inf or
+            beyond-float32 observation, or a NaN or inf reward (named with the env, index, value and env step).
+        ValueError: the env's spaces are not the policy's or have low > high, or a "custom/" id this process
+            does not know and the policy's folder cannot make (it says what to pass instead).
     """
     import gymnasium
 
