@@ -53,6 +53,10 @@ class FaultyEnv(gym.Env):
 
 
 for _name, _fault in FAULTS.items():
+    # Imported both as `faulty_env` (tests/ on the path) and as `tests.faulty_env` (by a `--env` id): the first
+    # import registers, the second would only make gymnasium warn that it overrides the same env.
+    if f"Faulty{_name}-v0" in gym.registry:
+        continue
     # Actions in [-3, 3], as InvertedPendulum-v5's: the tests' tiny policies for it act in this env too.
     kwargs = {"fault": _fault, "at": 40, "act_low": (-3.0,), "act_high": (3.0,)}
     gym.register(
