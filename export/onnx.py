@@ -49,6 +49,7 @@ from gsbpolicy._cli import (
     OneLineParser,
     check_output_file,
     one_line,
+    refuse_owned,
     require_extra,
     run_command,
 )
@@ -371,10 +372,12 @@ def export(
 
     Raises:
         ValueError: a weight or statistic is NaN or inf (a diverged policy is never exported), `steps` with a
-            policy or mode that has none, or names of the wrong count.
+            policy or mode that has none, names of the wrong count, or `out` is a run's or a saved policy's own
+            file.
         ExportVerificationError: the graph does not reproduce the JAX policy.
     """
     out = Path(out)
+    refuse_owned(out, "out", ValueError)  # checked before the slow tracing, like the command's --out
     policy_tensors(policy)  # raises ValueError naming the first non-finite tensor
     if steps is not None and mode != "ode":
         raise ValueError("--steps exports the deterministic policy: use it with --mode ode")

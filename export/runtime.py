@@ -262,11 +262,23 @@ class OnnxPolicy:
                 "an export with --mode sde"
             )
         action = self.session.run(self._output_names, feeds)[0]
-        # Inputs are finite, so only an overflow inside the network gets here; an env (a robot) must never be
-        # stepped with NaN.
+        # Inputs are finite, so a NaN here comes from the graph itself; an env (a robot) must never be stepped
+        # with NaN. A NaN or inf weight (a file damaged after export: the exporter refuses non-finite weights)
+        # reaches every output, the zero observation's too; an overflow needs large inputs.
         if not np.isfinite(action).all():
+            if not np.isfinite(self._zero_action()).all():
+                raise FloatingPointError(
+                    f"{self.path} holds a NaN or inf weight: its action is NaN even for a zero observation; "
+                    "the file is damaged, export the policy again"
+                )
             raise FloatingPointError("the policy produced a NaN action for a finite observation (overflow)")
         return action
+
+    def _zero_action(self) -> np.ndarray:
+        feeds = {"obs": np.zeros((1, self.obs_dim), np.float32)}
+        if self.mode == "sde":
+            feeds["noise"] = np.zeros((1, *self.noise_shape), np.float32)
+        return self.session.run(self._output_names, feeds)[0]
 
     def act(self, obs, noise: np.ndarray | None = None) -> np.ndarray:
         """Env action(s) for a single observation or a batch; deterministic unless `noise` is given.

@@ -21,6 +21,7 @@ from ._policy import FlowPolicy as FlowPolicy
 from ._policy import make_policy as make_policy
 from ._sde import PathSample as PathSample
 from ._spec import PolicySpec as PolicySpec
+from .gym import EnvOutputError as EnvOutputError
 from .gym import EvalResult as EvalResult
 from .gym import evaluate as evaluate
 from .hub import GSBPolicy as GSBPolicy
@@ -29,6 +30,7 @@ __all__ = [
     "GSBPolicy",
     "evaluate",
     "EvalResult",
+    "EnvOutputError",
     "load_policy",
     "save_policy",
     "FlowPolicy",

@@ -82,11 +82,84 @@ def check_writable_folder(folder: Path, what: str) -> None:
         raise CommandError(f"{what}: cannot write in {existing} ({err.strerror})") from err
 
 
+RUN_OWNED = {
+    "run.json": "run record",
+    "metrics.jsonl": "training log",
+    "run.lock": "writer lock",
+    "diverged.json": "divergence record",
+}
+"""The files a trainer keeps at the top of its run folder, by what they are."""
+POLICY_OWNED = {"config.json": "config", "model.safetensors": "weights", "results.json": "results"}
+"""The files of a saved policy folder, by what they are (policy.onnx is left out: re-exporting it is allowed)."""
+RUN_SUBFOLDERS = ("policy", "checkpoint", "checkpoint.tmp", "checkpoint.old")
+
+
+def is_run_folder(folder: Path) -> bool:
+    """A training run's folder: run.json with the trainer's log or its subfolders beside it. A published Hub
+    folder also holds run.json, but next to config.json; a run keeps its config in policy/."""
+    return (
+        (folder / "run.json").is_file()
+        and not (folder / "config.json").exists()
+        and ((folder / "metrics.jsonl").is_file() or any((folder / name).is_dir() for name in RUN_SUBFOLDERS))
+    )
+
+
+def is_policy_folder(folder: Path) -> bool:
+    """A saved policy (config.json and model.safetensors) that is not a published Hub folder (those carry the
+    run's run.json beside the policy, and the publisher owns them)."""
+    return (
+        all((folder / name).is_file() for name in ("config.json", "model.safetensors"))
+        and not (folder / "run.json").is_file()
+    )
+
+
+def owned_by_a_run(path: Path) -> str | None:
+    """What `path` holds if a tool writing there would replace a run's or a policy's own data (a file the
+    trainer or `save_pretrained` wrote, a run folder, a policy folder, a checkpoint); None if nothing."""
+    path = Path(path).absolute()
+    if path.is_dir() and is_run_folder(path):
+        return "the folder of a training run"
+    if path.is_dir() and is_policy_folder(path):
+        return "a saved policy's folder"
+    parent = path.parent.resolve()
+    # A file is guarded in a published Hub folder too (a downloaded one may be all the user has of the run):
+    # only a folder given whole to the publisher is its to replace.
+    if (parent / "run.json").is_file() and path.name in RUN_OWNED:
+        return f"the {RUN_OWNED[path.name]} of the run in {parent}"
+    if is_run_folder(parent) and path.name in RUN_SUBFOLDERS:
+        return f"the {path.name}/ folder of the run in {parent}"
+    if (
+        all((parent / name).is_file() for name in ("config.json", "model.safetensors"))
+        and path.name in POLICY_OWNED
+    ):
+        return f"the {POLICY_OWNED[path.name]} of the policy in {parent}"
+    if parent.name.startswith("checkpoint") and is_run_folder(parent.parent):
+        return f"inside the checkpoint of the run in {parent.parent}"
+    return None
+
+
+def refuse_owned(path: Path, option: str, error: type[Exception] = CommandError) -> None:
+    """Raise `error` (one line naming `option`, the path and what it holds) if writing `path` would replace
+    a run's or a saved policy's own files: the one guard every command that writes where it is told uses."""
+    owned = owned_by_a_run(path)
+    if owned:
+        raise error(f"{option} {path} is {owned}: writing there would replace it; choose another path")
+
+
 def check_output_file(path: Path, option: str) -> None:
-    """Raise a usage `CommandError` naming `option` unless `path` can be written as a file."""
+    """Raise a usage `CommandError` naming `option` unless `path` can be written as a file of its own."""
+    refuse_owned(path, option)
     if path.is_dir():
         raise CommandError(f"{option} {path} is a folder; give a file path")
     check_writable_folder(path.parent, f"{option} {path}")
+
+
+def refuse_control_characters(value: str, option: str) -> None:
+    """Raise a usage `CommandError` naming `option` if `value` holds a control character (a newline, a tab, an
+    escape...): written into a generated script or a shell line, it would end the line or start a command."""
+    bad = next((char for char in value if ord(char) < 32 or 0x7F <= ord(char) < 0xA0), None)
+    if bad is not None:
+        raise CommandError(f"{option} must not hold control characters, got {value!r} (it holds {bad!r})")
 
 
 INTERRUPTED = 130

@@ -116,4 +116,9 @@ def load_policy(directory: str | os.PathLike):
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"policy folder not found: {directory}")
+    if not (directory / CONFIG_NAME).exists() and (directory / "policy" / CONFIG_NAME).is_file():
+        # A training run's folder: the mistake every command makes easy, so say where its policy is.
+        raise FileNotFoundError(
+            f"{directory} is a training run folder, not a policy folder: use {directory / 'policy'}"
+        )
     return load_files(directory / CONFIG_NAME, directory / WEIGHTS_NAME)

@@ -21,6 +21,7 @@ from ._hub_requests import HubRequestError, hub_requests, hub_timeout, network_p
 from ._io import CONFIG_NAME, WEIGHTS_NAME
 from ._kinds import load_files, load_policy, policy_kind, save_policy
 from ._policy import FlowPolicy, numpy_noise
+from .gym import check_deterministic
 
 
 def _looks_like_local_path(name: str) -> bool:
@@ -89,6 +90,8 @@ class GSBPolicy:
     def __init__(self, policy, *, seed: int = 0):
         self.kind = policy_kind(policy)
         """`flow`, `gaussian` or `genpo`."""
+        self.name_or_path: Path | str | None = None
+        """The folder or Hub repo id `from_pretrained` loaded it from (None for a policy made in this process)."""
         self.policy = policy
         self._params, static = eqx.partition(policy, eqx.is_array)
         self._rng = np.random.default_rng(seed)
@@ -221,7 +224,7 @@ class GSBPolicy:
         """
         obs, single = self._check_obs(observation)
         noise = None
-        if not deterministic:
+        if not check_deterministic(deterministic):
             noise = numpy_noise(self._rng, self.noise_shape, 1 if single else obs.shape[0])
             noise = noise[0] if single else noise
         return self._run(obs, single, noise), state
@@ -275,7 +278,11 @@ class GSBPolicy:
         name = os.fspath(repo_id_or_path)
         check_policy_name(name)
         if Path(name).expanduser().is_dir():
-            return cls(load_policy(Path(name).expanduser()), seed=seed)
+            policy = cls(load_policy(Path(name).expanduser()), seed=seed)
+            policy.name_or_path = Path(
+                name
+            ).expanduser()  # where its results.json is (the env it was trained on)
+            return policy
         if Path(name).expanduser().is_file():
             raise ValueError(
                 f"{name} is a file; expected a policy folder (config.json + model.safetensors) or a "
@@ -290,7 +297,9 @@ class GSBPolicy:
                    "local_files_only": local_files_only, "token": token, "etag_timeout": timeout}  # fmt: skip
         with hub_requests(timeout, at):
             files = [_fetch(name, filename, at, options) for filename in (CONFIG_NAME, WEIGHTS_NAME)]
-        return cls(load_files(*files), seed=seed)
+        policy = cls(load_files(*files), seed=seed)
+        policy.name_or_path = name
+        return policy
 
     def push_to_hub(
         self,

@@ -292,6 +292,7 @@ def _policy_fields(source: CardSource) -> dict:
     rollout = source.run["args"].get("rollout", {"episode_length": 0, "action_repeat": 1})
     return {
         "env_id": source.env_id,
+        "env_entry_point": source.results.get("env_entry_point"),
         "method": method_name(source.algo),
         "kind": source.kind,
         "spec": source.spec,

@@ -3,6 +3,8 @@ standalone plot of one or more runs' metrics (no publishing):
 
     python -m hub_cards.curves RUN_DIR [RUN_DIR ...] --out curves.png [--metric M] [--x env_steps] [--per-run]
 
+`--out`'s suffix picks the format: .png, .svg or .pdf.
+
 Each curve is labelled by algorithm, env and seed from run.json. Runs of one algorithm on one env are
 drawn as one curve, the mean over their seeds with a one-std band (at the x values they all logged);
 `--per-run` draws every run on its own. A single run's evaluation curve gets the band of its episodes.
@@ -62,8 +64,14 @@ def _band(ax, x, mean, std, label: str) -> None:
     ax.fill_between(x, lower, upper, color=line.get_color(), alpha=0.2, linewidth=0)
 
 
-def _draw(plot: Callable, *, size: tuple, xlabel: str, ylabel: str, title: str, metadata: dict) -> bytes:
-    """PNG bytes of one set of axes that `plot(ax)` fills, with this module's fixed look."""
+FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+"""What `--out`'s suffix may be, and the matplotlib format it writes: the bytes match the name."""
+
+
+def _draw(
+    plot: Callable, *, size: tuple, xlabel: str, ylabel: str, title: str, metadata: dict, fmt: str = "png"
+) -> bytes:
+    """The bytes (PNG unless `fmt`) of one set of axes that `plot(ax)` fills, with this module's fixed look."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: the only backend that never opens a window
@@ -81,7 +89,9 @@ def _draw(plot: Callable, *, size: tuple, xlabel: str, ylabel: str, title: str, 
         ax.legend(loc="lower right")
         fig.tight_layout()
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", metadata={"Software": None, **metadata})
+        # The Software field is PNG's: leaving it out keeps the card's picture free of version strings.
+        extra = {"Software": None, **metadata} if fmt == "png" else metadata
+        fig.savefig(buffer, format=fmt, metadata=extra)
     return buffer.getvalue()
 
 
@@ -168,15 +178,17 @@ def seed_curves(runs: list[dict], per_run: bool) -> list[dict]:
     return curves
 
 
-def plot_runs(run_dirs: list[Path], metric: str, x: str, per_run: bool = False) -> bytes:
-    """PNG bytes of the runs' `metric` against `x` (see the module docstring)."""
+def plot_runs(run_dirs: list[Path], metric: str, x: str, per_run: bool = False, fmt: str = "png") -> bytes:
+    """The bytes (PNG unless `fmt`: svg, pdf) of the runs' `metric` against `x` (see the module docstring)."""
     curves = seed_curves([run_series(run_dir, metric, x) for run_dir in run_dirs], per_run)
 
     def plot(ax):
         for curve in curves:
             _band(ax, curve["x"], curve["mean"], curve["std"], curve["label"])
 
-    return _draw(plot, size=(7.2, 4.2), xlabel=x.replace("_", " "), ylabel=metric, title=metric, metadata={})
+    return _draw(
+        plot, size=(7.2, 4.2), xlabel=x.replace("_", " "), ylabel=metric, title=metric, metadata={}, fmt=fmt
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "runs", nargs="+", type=Path, metavar="RUN_DIR", help="run folders (run.json, metrics.jsonl)"
     )
-    parser.add_argument("--out", type=Path, required=True, help="the PNG file to write")
+    parser.add_argument("--out", type=Path, required=True, help="the file to write: .png, .svg or .pdf")
     parser.add_argument("--metric", default="eval/return_deterministic",
                         help="a metrics.jsonl field (default: eval/return_deterministic; e.g. "
                              "eval/return_stochastic, train/episode_return, train/step_clip_frac)")  # fmt: skip
@@ -197,10 +209,16 @@ def main(argv: list[str] | None = None) -> int:
 
     def work() -> None:
         check_output_file(args.out, "--out")
+        fmt = FORMATS.get(args.out.suffix.lower())
+        if fmt is None:
+            raise CommandError(
+                f"--out {args.out}: the suffix picks the format, one of {', '.join(FORMATS)}; "
+                f"got {args.out.suffix or 'none'}"
+            )
         require_extra("hub", ["matplotlib"], "python -m hub_cards.curves")
-        png = plot_runs(args.runs, args.metric, args.x, args.per_run)
+        data = plot_runs(args.runs, args.metric, args.x, args.per_run, fmt)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(args.out, png)
+        atomic_write_bytes(args.out, data)
         print(f"wrote {args.out}: {args.metric} of {len(args.runs)} run(s)")
 
     return run_command(work)

@@ -41,6 +41,7 @@ from gsbpolicy._cli import (
     OneLineParser,
     check_writable_folder,
     one_line,
+    refuse_owned,
     require_extra,
     run_command,
 )
@@ -206,6 +207,8 @@ def assemble(
     _check_inside(policy_dir, (CONFIG, WEIGHTS, RESULTS, ONNX))
     _check_inside(run_dir, (RUN, METRICS))
     _check_out_is_its_own(out, run_dir, policy_dir)
+    # Another run's folder or a saved policy's: the publisher's file names there are that run's own files.
+    refuse_owned(out, "--out", FolderError)
     source = CardSource.read(policy_dir / CONFIG, policy_dir / RESULTS, run_dir / RUN, run_dir / METRICS)
     whole = _out_is_replaceable(out, overwrite)
     check_writable_folder(out.parent, f"--out {out}")

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from gsbpolicy._internal import env_kind
+from gsbpolicy.gym import makeable_env_id
 
 
 class ReplayUnavailable(RuntimeError):
@@ -76,6 +77,10 @@ def record_replay(
         raise ReplayUnavailable(
             f"{env_id!r} is a Playground task: replays are rendered for Gymnasium envs only"
         )
+    try:  # a "custom/" id train() registered: made again from the entry point the policy's folder records
+        env_id = makeable_env_id(env_id, policy)
+    except ValueError as err:
+        raise ReplayUnavailable(str(err)) from None
     imageio = _encoder()
     env, obs = _rendering_env(env_id, width, height, seed)
     try:

@@ -1,6 +1,10 @@
 """The Python training API on a user's own Gymnasium env (the README's custom-env example, executed)."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -78,6 +82,25 @@ def test_a_custom_env_trains_loads_and_evaluates(trained):
     assert np.isfinite(result.returns).all() and len(result.returns) == 4
     obs = np.array([0.0, 1.0], np.float32)
     np.testing.assert_array_equal(loaded.predict(obs)[0], policy.predict(obs)[0])
+
+
+def test_a_class_trained_on_is_recorded_by_entry_point_and_evaluates_in_a_new_process(trained):
+    """The README's own-env flow, saved and evaluated in a second process: `custom/Reach-v0` exists only where
+    train() registered it, and results.json's entry point makes it again there."""
+    _, out = trained
+    results = json.loads((out / "policy" / "results.json").read_text())
+    assert results["env_id"] == "custom/Reach-v0" and results["env_entry_point"] == f"{__name__}:Reach"
+    script = (
+        "from gsbpolicy import GSBPolicy, evaluate\n"
+        f"policy = GSBPolicy.from_pretrained({str(out / 'policy')!r})\n"
+        "print(evaluate(policy, policy.spec.env_id, n_episodes=2).n_episodes)\n"
+    )
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr[-2000:]
 
 
 def _records(run_dir):

@@ -18,10 +18,12 @@ import numpy as np
 import pytest
 import safetensors.numpy
 from fake_hub import FakeHub, point_client_at
+from faulty_env import FaultyEnv
 from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 
 from gsbpolicy import GSBPolicy, PolicyFormatError, evaluate, load_policy
 from gsbpolicy._hub_requests import HubRequestError
+from gsbpolicy.gym import EnvOutputError
 
 pytestmark = pytest.mark.strict_promotion
 
@@ -416,6 +418,11 @@ CASES = [
 ]
 
 
+def _faulty(fault: str) -> FaultyEnv:
+    """The faulty env with the tiny policy's spaces (four observations, two actions in [-1, 1] x [-2, 3])."""
+    return FaultyEnv(fault, at=3, act_low=(-1.0, -2.0), act_high=(1.0, 3.0))
+
+
 class TwoActions(gymnasium.Env):
     """Four observations and two actions, as the tiny policy has, but actions in [-1, 1] on both axes."""
 
@@ -510,6 +517,98 @@ CASES += [
         ValueError,
         r"^the policy's action bounds \[\[-1\.0, -2\.0\], \[1\.0, 3\.0\]\] are not the env's "
         r"\[\[-1\.0, -1\.0\], \[1\.0, 1\.0\]\]$",
+    ),
+    Case(
+        "deterministic given as the string 'False'",
+        lambda w: w.policy.predict(OBS, deterministic="False"),
+        TypeError,
+        r"^deterministic must be True or False, got 'False' \(str\)$",
+    ),
+    Case(
+        "evaluate with deterministic given as 0",
+        lambda w: evaluate(w.policy, TwoActions(), n_episodes=1, deterministic=0),
+        TypeError,
+        r"^deterministic must be True or False, got 0 \(int\)$",
+    ),
+    Case(
+        "from_pretrained on a training run folder",
+        lambda w: GSBPolicy.from_pretrained(w.root),
+        FileNotFoundError,
+        r"^\S+ is a training run folder, not a policy folder: use \S+/policy$",
+    ),
+    Case(
+        "load_policy on a training run folder",
+        lambda w: load_policy(w.root),
+        FileNotFoundError,
+        r"is a training run folder, not a policy folder: use \S+/policy$",
+    ),
+    *[
+        Case(
+            f"evaluate on an env that {does}",
+            lambda w, fault=fault: evaluate(w.policy, _faulty(fault), n_episodes=1),
+            EnvOutputError,
+            message,
+        )
+        for does, fault, message in [
+            (
+                "returns a NaN observation",
+                "nan observation",
+                r"^the env FaultyEnv returned observation\[2\] = nan at env step 3: not finite; ",
+            ),
+            (
+                "returns an infinite reward",
+                "inf reward",
+                r"^the env FaultyEnv returned reward = inf at env step 3: not",
+            ),
+            (
+                "returns an observation beyond float32",
+                "huge observation",
+                r"^the env FaultyEnv returned observation\[1\] = 1e\+300 at env step 3: too large for float32",
+            ),
+            (
+                "resets to the wrong shape",
+                "reset shape",
+                r"^the env FaultyEnv returned an observation of shape \(5,\) from reset; its observation_space has "
+                r"shape \(4,\)$",
+            ),
+            (
+                "steps to the wrong shape",
+                "step shape",
+                r"^the env FaultyEnv returned an observation of shape \(3,\) at env step 3; its observation_space",
+            ),
+        ]
+    ],
+    Case(
+        "evaluate on a vector env whose sub-env returns a NaN observation",
+        lambda w: evaluate(
+            w.policy, gymnasium.vector.SyncVectorEnv([lambda: _faulty("nan observation")] * 2), n_episodes=2
+        ),
+        EnvOutputError,
+        r"^the env FaultyEnv returned observation\[0, 2\] = nan at env step 3: not finite",
+    ),
+    Case(
+        "evaluate on an env whose action bounds have low > high",
+        lambda w: evaluate(w.policy, _faulty("swapped bounds"), n_episodes=1),
+        ValueError,
+        r"^the env FaultyEnv's action_space has low > high at index \[0\] \(low 1\.0, high -1\.0\)",
+    ),
+    Case(
+        "evaluate on the id train() gave a class of a training script's __main__",
+        lambda w: evaluate(GSBPolicy.from_pretrained(w.folder), "custom/Ghost-v0", n_episodes=1),
+        ValueError,
+        r"^custom/Ghost-v0 is the class Ghost of the script that trained the policy \(__main__:Ghost\), which no "
+        r"other process can import: pass the env itself \(evaluate\(policy, Ghost\(\)\)\), or move Ghost into a "
+        r"module and train again$",
+        edit=lambda w: (w.folder / "results.json").write_text(
+            json.dumps({"env_id": "custom/Ghost-v0", "env_entry_point": "__main__:Ghost"})
+        ),
+    ),
+    Case(
+        "evaluate on a custom/ id nothing records",
+        lambda w: evaluate(w.policy, "custom/Nowhere-v0", n_episodes=1),
+        ValueError,
+        r"^custom/Nowhere-v0 was registered by train\(\) in the process that trained the policy, and this one "
+        r"does not know it: pass the env itself, .*gymnasium\.register\('custom/Nowhere-v0', entry_point=",
     ),
     Case(
         "evaluate with no episodes",

@@ -29,6 +29,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 import safetensors
 import safetensors.numpy
@@ -357,6 +358,12 @@ def _publish_rows() -> list[Row]:
         Row("publish: a metrics line not UTF-8", "publish",
             lambda s, _: (_metrics_line(s, 2, b"\xc3\x28"), s.publish())[1],
             2, "metrics.jsonl, line 3 is not UTF-8 text"),
+        Row("publish: --out is another run's folder", "publish",
+            lambda s, _: (shutil.copytree(s.run, s.root / "other"), s.publish("--overwrite", out="other"))[1],
+            2, "other is the folder of a training run: writing there would replace it"),
+        Row("publish: --out is another run's policy folder", "publish",
+            lambda s, _: (shutil.copytree(s.run, s.root / "other"), s.publish("--overwrite", out="other/policy"))[1],
+            2, "other/policy is a saved policy's folder: writing there would replace it"),
         Row("publish: the hub extra is not installed", "publish",
             lambda s, mp: (_hide_module(mp, "jinja2"), s.publish())[1],
             1, 'needs jinja2: pip install -e ".[hub]"'),
@@ -394,6 +401,19 @@ def _export_rows() -> list[Row]:
         Row("export: --out not writable", "export",
             export(lambda s: s.policy, out="/proc/gsbpolicy-test/policy.onnx"),
             2, "cannot write in /proc"),
+        Row("export: --out is the policy's own weights", "export",
+            lambda s, mp: export(lambda s: s.policy, out=str(s.policy / "model.safetensors"))(s, mp),
+            2, "policy/model.safetensors is the weights of the policy in"),
+        Row("export: --out is the policy's config.json", "export",
+            lambda s, mp: export(lambda s: s.policy, out=str(s.policy / "config.json"))(s, mp),
+            2, "is the config of the policy in"),
+        Row("export: --out is the run's metrics.jsonl", "export",
+            lambda s, mp: export(lambda s: s.policy, out=str(s.run / "metrics.jsonl"))(s, mp),
+            2, "is the training log of the run in"),
+        Row("export: --out is a checkpoint file", "export",
+            lambda s, mp: ((s.run / "checkpoint").mkdir(), (s.run / "checkpoint" / "state.safetensors").write_bytes(b"x"),
+                           export(lambda s: s.policy, out=str(s.run / "checkpoint" / "state.safetensors"))(s, mp))[2],
+            2, "is inside the checkpoint of the run in"),
         Row("export: --opset 5", "export", export(lambda s: s.policy, "--opset", "5"),
             2, "--opset must be between 17 and"),
         Row("export: unknown --mode", "export", export(lambda s: s.policy, "--mode", "fast"),
@@ -601,6 +621,20 @@ def test_runtime_bad_file(path, error, match, tmp_path, sde_onnx):
     assert len(str(raised.value).splitlines()) == 1
 
 
+def test_a_nan_weight_in_the_onnx_file_is_named_not_blamed_on_overflow(sde_onnx, tmp_path):
+    """A file damaged after export (the exporter refuses non-finite weights): one NaN in one initializer."""
+    model = onnx.load(sde_onnx)
+    weights = max(model.graph.initializer, key=lambda tensor: np.prod(tensor.dims))
+    values = onnx.numpy_helper.to_array(weights).copy()
+    values.flat[0] = np.nan
+    weights.CopyFrom(onnx.numpy_helper.from_array(values, weights.name))
+    onnx.save(model, tmp_path / "damaged.onnx")
+    with pytest.raises(
+        FloatingPointError, match=r"damaged\.onnx holds a NaN or inf weight: its action is NaN even"
+    ):
+        OnnxPolicy(tmp_path / "damaged.onnx").predict(np.ones(4, np.float32))
+
+
 def test_export_refuses_non_finite_weights_and_writes_nothing(tiny_policy, tmp_path):
     mean = tiny_policy.normalizer.mean
     poisoned = eqx.tree_at(lambda p: p.normalizer.mean, tiny_policy, mean.at[0].set(np.inf))
@@ -665,3 +699,48 @@ def test_a_failing_hub_is_one_line_naming_it_and_its_answer(
     assert _snapshot(scene.run) == before
     leftovers = {p.name for p in tmp_path.iterdir()} - {"run", "out"}
     assert leftovers <= {"ft"} and not [p for p in (tmp_path / "ft").glob("*") if p.name != "run.lock"]
+
+
+def test_export_refuses_to_write_over_a_policys_own_file(tiny_policy, base_run):
+    """The library call too: `export(policy, RUN/policy/model.safetensors)` would replace the trained weights."""
+    weights = base_run / "policy" / "model.safetensors"
+    before = weights.read_bytes()
+    with pytest.raises(ValueError, match=r"model\.safetensors is the weights of the policy in") as raised:
+        onnx_export.export(tiny_policy, weights)
+    assert len(str(raised.value).splitlines()) == 1 and weights.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "card_line"),
+    [
+        ("__main__:Reach", 'gym.register("custom/Reach-v0", entry_point=Reach)'),
+        (
+            "my_envs.reach:Reach",
+            'gym.register("custom/Reach-v0", entry_point="my_envs.reach:Reach")  # the env class this policy was '
+            "trained on",
+        ),
+    ],
+)
+def test_a_run_on_a_class_publishes_a_card_that_says_how_to_make_its_env(
+    entry_point, card_line, base_run, tmp_path, capsys
+):
+    """train(Reach) names the env custom/Reach-v0, which exists only in the process that trained: the card says
+    how to register it before gym.make, and the replay is skipped naming the class, not MuJoCo rendering."""
+    from gsbpolicy import load_policy
+
+    scene = Scene(tmp_path)
+    shutil.copytree(base_run, scene.run)
+    spec = dataclasses.replace(load_policy(scene.policy).spec, env_id="custom/Reach-v0")
+    save_policy(make_policy(spec, key=jax.random.key(0)), scene.policy)
+    scene.edit_json(scene.policy / "results.json", env_id="custom/Reach-v0", env_entry_point=entry_point)
+    args = json.loads((scene.run / "run.json").read_text())["args"]
+    scene.edit_json(scene.run / "run.json", args={**args, "env": "custom/Reach-v0"})
+    argv = [arg for arg in scene.publish() if arg != "--no-video"]
+    assert publish.main(argv) == 0, capsys.readouterr().err
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert f'{card_line}\nenv = gym.make("custom/Reach-v0")' in card
+    if entry_point.startswith("__main__"):
+        assert (
+            "replay.mp4: skipped, custom/Reach-v0 is the class Reach of the script that trained the policy "
+            "(__main__:Reach), which no other process can import" in capsys.readouterr().out
+        )

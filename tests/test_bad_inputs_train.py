@@ -395,6 +395,9 @@ ROWS = [
     Row("--init-from a URL", ["--init-from", "https://huggingface.co/org/policy"], 2,
         r"--init-from: expected a policy folder or a Hub repo id ORG/NAME, got the URL "
         r"'https://huggingface\.co/org/policy': pass the repo id \('org/policy'\)"),
+    Row("an env whose action bounds have low > high", ["--env", "tests.faulty_env:FaultySwappedBounds-v0"], 2,
+        r"^error: the env tests\.faulty_env:FaultySwappedBounds-v0's action_space has low > high at index \[0\] "
+        r"\(low 1\.0, high -1\.0\)", setup=Path.mkdir),  # found on making the env, once the run folder is locked
 ]  # fmt: skip
 
 
@@ -602,3 +605,69 @@ def test_run_that_goes_non_finite_stops_and_keeps_the_last_good_checkpoint(tmp_p
     monkeypatch.undo()
     main([*TINY, "--output-dir", str(run), "--resume"])
     assert not (run / DIVERGED_FILE).exists() and (run / "policy" / "results.json").exists()
+
+
+def test_the_printed_follow_up_commands_survive_a_hostile_folder_name(tmp_path):
+    """A run folder named with a space, a quote and a `$(...)`: each printed command, pasted into a shell, still
+    names that one folder (and runs nothing), and the Python line loads it."""
+    import ast
+    import shlex
+
+    from trainers._core.cli import closing_lines
+
+    policy = tmp_path / "my runs" / "it's $(touch owned)" / "policy"
+    policy.mkdir(parents=True)
+    (policy / "results.json").write_text(
+        json.dumps({"env_id": "X-v0", "mean": 1.0, "std": 0.0, "n_episodes": 1})
+    )
+    lines = dict(line.strip().split(":", 1) for line in closing_lines(policy).splitlines() if " it:" in line)
+    export = ["python", "-m", "export.onnx", str(policy), "--out", str(policy / "policy.onnx")]
+    assert shlex.split(lines["export it"]) == export
+    assert shlex.split(lines["publish it"])[3] == str(policy.parent)
+    assert ast.literal_eval(lines["load it"].split("from_pretrained(", 1)[1][:-1]) == str(policy)
+
+
+def test_a_nan_observation_from_the_env_stops_the_run_naming_the_env_not_training(tmp_path, capsys):
+    """The env's sub-envs return a NaN observation at their 40th step (iteration 3 of 16 steps each): the run
+    stops there, naming the env, the observation index, the value and the step, and diverged.json says the
+    same, where before it reported a non-finite loss."""
+    from trainers.gsb_mdpo import main
+
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*TINY, "--env", "tests.faulty_env:FaultyNanObs-v0", "--output-dir", str(run)])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: training stopped in iteration 3: the env tests.faulty_env:FaultyNanObs-v0 returned observation[2] = "
+        "nan at env step 40: not finite; the policy cannot act on or learn from it, so fix (or clip) what the env "
+        f"returns; nothing of it was saved and the last good checkpoint (iteration 2) is kept in {run / 'checkpoint'}\n"
+    )
+    stop = json.loads((run / DIVERGED_FILE).read_text())
+    expected = {"iteration": 3, "env": "tests.faulty_env:FaultyNanObs-v0", "quantity": "observation[2]"}
+    assert {key: stop[key] for key in expected} == expected and (stop["value"], stop["env_step"]) == (
+        "nan",
+        40,
+    )
+    assert not (run / "policy").exists()
+
+
+def test_an_infinite_reward_stops_the_sb3_trainer_naming_the_env(tmp_path, capsys):
+    """The same check in the Stable-Baselines3 trainer's envs: 2 envs x 32 steps an iteration, so the 40th step
+    of each env is in iteration 2, before any checkpoint."""
+    from trainers.ppo import main
+
+    run = tmp_path / "run"
+    argv = ["--env", "tests.faulty_env:FaultyInfReward-v0", "--total-steps", "256", "--rollout.num-envs", "2",
+            "--rollout.unroll-length", "32", "--rollout.num-minibatches", "2", "--rollout.epochs", "2",
+            "--eval.num-evals", "1", "--eval.episodes", "2", "--eval.final-episodes", "2", "--log.no-progress",
+            "--output-dir", str(run)]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and err.count("\n") == 1, err
+    assert err.startswith(
+        "error: training stopped in iteration 2: the env tests.faulty_env:FaultyInfReward-v0 returned reward = inf "
+        "at env step 40: not finite;"
+    ), err
+    assert json.loads((run / DIVERGED_FILE).read_text())["quantity"] == "reward"

@@ -4,6 +4,7 @@ ordinary run folder; datasets by folder or by local Minari id; every bad input o
 import json
 import shutil
 
+import equinox as eqx
 import h5py
 import jax
 import jax.numpy as jnp
@@ -92,6 +93,10 @@ def test_pre_squash_inverts_the_policys_squash(squash):
         ("bad spec", "sigma_min must be > 0"),
         ("truncated data file", "its data file is truncated or corrupted; record the dataset again"),
         ("actions outside the space", "action values outside its action space"),
+        (
+            "a bit flipped in an observation",
+            "data/main_data.hdf5 does not match the sha256 trainers.collect recorded",
+        ),
     ],
 )
 def test_bad_input_is_one_line(case, expected, demos, fitted, tmp_path, capsys, monkeypatch):
@@ -103,13 +108,22 @@ def test_bad_input_is_one_line(case, expected, demos, fitted, tmp_path, capsys, 
                "other env": ["--env", "Hopper-v5"], "no steps": ["--steps", "0"], "bad lr": ["--lr", "0"],
                "finished run": ["--output-dir", str(fitted.parent)],
                "bad spec": ["--policy.sigma-min", "0"]}  # fmt: skip
-    if case in ("truncated data file", "actions outside the space"):
+    if case in ("truncated data file", "actions outside the space", "a bit flipped in an observation"):
         damaged = tmp_path / "damaged"
         shutil.copytree(demos / "demos", damaged)
         argv[1] = str(damaged)
         (data_file,) = damaged.rglob("*.hdf5")
+        flip = case == "a bit flipped in an observation"
+        if not flip:  # a dataset from elsewhere, without checksums: the reader's own checks apply
+            (damaged / collect.CHECKSUMS).unlink()
         if case == "truncated data file":
             data_file.write_bytes(data_file.read_bytes()[: data_file.stat().st_size // 2])
+        elif flip:  # the lowest mantissa bit of one value: still finite, still plausible
+            with h5py.File(data_file, "r+") as file:
+                observations = file["episode_0/observations"]
+                first = observations[0]
+                first.view(np.uint32 if first.dtype == np.float32 else np.uint64)[0] ^= 1
+                observations[0] = first
         else:
             with h5py.File(data_file, "r+") as file:
                 actions = file["episode_0/actions"]
@@ -120,3 +134,37 @@ def test_bad_input_is_one_line(case, expected, demos, fitted, tmp_path, capsys, 
     assert exit_.value.code == 2 and expected in err, err
     assert err.startswith("error: ") and "\n" not in err
     assert not (out / "policy").exists()
+
+
+def test_the_bridge_points_have_the_brownian_bridges_mean_and_spread(tiny_policy):
+    """With a drift of zero the loss is the mean of remaining * |target|^2, a closed form of where the bridge
+    puts its points a_n = x0 + w_n (x1 - x0) + std_n z: with x0 = x1 = 0 it measures their spread
+    std_n^2 = nu_n (nu_N - nu_n) / nu_N (a bridge that lost its noise gives 0), with z = 0 their mean."""
+    from trainers._core.bridge_matching import bridge_matching_loss
+
+    last = tiny_policy.drift_net.mlp.layers[-1]
+    policy = eqx.tree_at(
+        lambda p: (p.drift_net.mlp.layers[-1].weight, p.drift_net.mlp.layers[-1].bias),
+        tiny_policy,
+        (jnp.zeros_like(last.weight), jnp.zeros_like(last.bias)),
+    )
+    num_steps, batch = policy.spec.num_steps, 600
+    step_var = np.asarray(policy.sigmas(), np.float64) ** 2 / num_steps
+    nu = np.concatenate([[0.0], np.cumsum(step_var)])
+    steps = np.arange(batch) % num_steps
+    remaining, dt = nu[-1] - nu[steps], 1.0 / num_steps
+    z = np.random.default_rng(0).normal(size=(batch, 2))
+    zeros, obs = np.zeros((batch, 2)), np.zeros((batch, 4))
+
+    def loss(x1, z):
+        x0, x1, z = (jnp.asarray(a, jnp.float32) for a in (zeros, x1, z))
+        return float(
+            bridge_matching_loss(policy, jnp.asarray(obs, jnp.float32), x0, x1, jnp.asarray(steps), z)
+        )
+
+    spread = nu[steps] * remaining / nu[-1]
+    expected = np.mean(step_var[steps] ** 2 * spread * (z**2).sum(-1) / (remaining * dt**2))
+    assert loss(zeros, z) == pytest.approx(expected, rel=1e-4)
+    ones, w = np.ones((batch, 2)), nu[steps] / nu[-1]
+    expected = np.mean(step_var[steps] ** 2 * 2 * (1 - w) ** 2 / (remaining * dt**2))
+    assert loss(ones, zeros) == pytest.approx(expected, rel=1e-4)

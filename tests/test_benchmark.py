@@ -4,6 +4,7 @@ rules, the aggregation arithmetic, and that the committed summaries match the co
 import concurrent.futures
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -200,7 +201,10 @@ def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp
         (["--suite", "tiny", "--tasks", "Hopper-v5"], "no task 'Hopper-v5'"),
         (["--suite", "tiny", "--seeds", "7"], "no seed 7"),
         (["--suite", "tiny", "--jobs", "0"], "--jobs must be at least 1"),
-        (["--suite", "tiny", "--sample-interval", "0"], "--sample-interval must be > 0"),
+        (
+            ["--suite", "tiny", "--sample-interval", "0"],
+            "--sample-interval must be a finite number of seconds > 0",
+        ),
         (["--suite", "tiny", "--runs-dir", "FILE"], "--runs-dir .* is a file, not a folder"),
         (["--suite", "tiny", "--results-dir", "FILE"], "--results-dir .* is a file, not a folder"),
         (["--suite", "tiny", "--results-dir", "BADLEDGER"], "tiny.runs.jsonl line 1 is not valid JSON"),
@@ -215,7 +219,63 @@ def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp
             ["--suite", "tiny", "--executor", "slurm", "--slurm.cpus-per-job", "0"],
             "cpus-per-job must be at least 1",
         ),
-        (["--suite", "tiny", "--executor", "slurm", "--slurm.poll-s", "0"], "--slurm.poll-s must be > 0"),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.poll-s", "0"],
+            "--slurm.poll-s must be a finite number",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.poll-s", "inf"],
+            r"--slurm\.poll-s must be a finite .*got inf",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.poll-s", "nan"],
+            r"--slurm\.poll-s must be a finite .*got nan",
+        ),
+        (
+            ["--suite", "tiny", "--sample-interval", "inf"],
+            "--sample-interval must be a finite number of seconds > 0",
+        ),
+        (
+            [
+                "--suite",
+                "tiny",
+                "--executor",
+                "slurm",
+                "--slurm.time",
+                "00:01:00",
+                "--slurm.signal-delay-s",
+                "60",
+            ],
+            r"--slurm\.signal-delay-s 60 must be below the time limit --slurm\.time 00:01:00 \(60 s\)",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.partition", "gpu\necho owned"],
+            r"--slurm\.partition must not hold control characters, got 'gpu\\necho owned'",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.partition", "gpu $(reboot)"],
+            r"--slurm\.partition must be a Slurm name \(letters, digits",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.extra", "mem=32G\nrm -rf ~"],
+            r"--slurm\.extra mem must not hold control characters",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.extra", "account=lab;reboot"],
+            r"--slurm\.extra account must be a Slurm name",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.extra", "qos=high normal"],
+            r"--slurm\.extra qos must be a Slurm name",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--slurm.time", "04:00:00\x1b"],
+            r"--slurm\.time must not hold control characters",
+        ),
+        (
+            ["--suite", "tiny", "--executor", "slurm", "--runs-dir", "runs\n#SBATCH --x"],
+            r"--runs-dir must not hold control characters",
+        ),
         (["--suite", "tiny", "--executor", "slurm", "--jobs", "2"], "--jobs is the local executor's"),
         (["--suite", "tiny", "--slurm.partition", "gpu"], r"--slurm\.\* needs --executor slurm"),
         (["--suite", "tiny", "--wait"], "--wait needs --executor slurm"),
@@ -250,6 +310,27 @@ def test_submitting_where_there_is_no_slurm_is_one_line_and_trains_nothing(
     assert exit_info.value.code == 2 and err.count("\n") == 1
     assert err.startswith("error: --executor slurm needs Slurm's sbatch and srun on PATH")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+
+
+def test_an_sbatch_answer_without_a_job_id_is_one_line(tiny_suite, tmp_path, monkeypatch, capsys):
+    """sbatch exits 0 but says no job id (a site wrapper's answer): one line, not submitit's traceback."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, answer in (("sbatch", "sbatch: submitted, see the portal"), ("srun", "")):
+        (bin_dir / name).write_text(f"#!/bin/sh\necho '{answer}'\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(benchmark, "run_trainer", lambda *a: pytest.fail("a run trained locally"))
+    argv = ["--suite", "tiny", "--executor", "slurm", "--runs-dir", str(tmp_path / "runs"), "--results-dir",
+            str(tmp_path / "results")]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(
+        "error: sbatch answered without a job id (Could not make sense of sbatch output "
+    ), err
+    assert "sbatch: submitted, see the portal" in err and "look with squeue" in err
 
 
 def test_runners_merging_at_once_add_each_run_to_the_ledger_exactly_once(tmp_path):

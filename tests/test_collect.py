@@ -1,6 +1,9 @@
 """`python -m trainers.collect`: episodes of a loadable policy recorded as a Minari dataset, and every bad
 input as one line (exit 2) with nothing written."""
 
+import shutil
+import warnings
+
 import jax
 import minari
 import numpy as np
@@ -84,6 +87,24 @@ def test_overwrite_replaces_a_dataset_given_by_a_relative_path(policy_dir, tmp_p
             "id ORG/NAME, got the URL 'https://huggingface.co/org/x': pass the repo id ('org/x') or a local folder",
         ),
         ("policy empty", "got an empty string"),
+        (
+            "env returns a NaN observation",
+            "faulty_env:FaultyNanObs-v0 returned observation[2] = nan at env step 40",
+        ),
+        (
+            "env returns an infinite reward",
+            "faulty_env:FaultyInfReward-v0 returned reward = inf at env step 40",
+        ),
+        (
+            "env resets to the wrong shape",
+            "faulty_env:FaultyResetShape-v0 returned an observation of shape (5,) from",
+        ),
+        (
+            "env's action bounds have low > high",
+            "faulty_env:FaultySwappedBounds-v0's action_space has low > high",
+        ),
+        ("out a run folder", "is the folder of a training run: writing there would replace it"),
+        ("out a saved policy", "is a saved policy's folder: writing there would replace it"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tmp_path, capsys):
@@ -91,7 +112,11 @@ def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tm
     argv = [str(policy_dir), "--out", str(out), "--episodes", "1"]
     changes = {"no episodes": ["--episodes", "0"], "negative noise": ["--action-noise", "-0.1"],
                "nan noise": ["--action-noise", "nan"], "other env": ["--env", "Hopper-v5"],
-               "unknown env": ["--env", "Nope-v0"], "bad flag": ["--episodes", "many"]}  # fmt: skip
+               "unknown env": ["--env", "Nope-v0"], "bad flag": ["--episodes", "many"],
+               "env returns a NaN observation": ["--env", "tests.faulty_env:FaultyNanObs-v0", "--episodes", "3"],
+               "env returns an infinite reward": ["--env", "tests.faulty_env:FaultyInfReward-v0", "--episodes", "3"],
+               "env resets to the wrong shape": ["--env", "tests.faulty_env:FaultyResetShape-v0"],
+               "env's action bounds have low > high": ["--env", "tests.faulty_env:FaultySwappedBounds-v0"]}  # fmt: skip
     argv += changes.get(case, [])
     if case == "missing policy":
         argv[0] = str(tmp_path / "nope")
@@ -107,7 +132,18 @@ def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tm
         argv += ["--overwrite"] if case == "overwrite other files" else []
     if case == "out is a file":
         out.write_text("a file")
-    with pytest.raises(CliExit) as exit_:
+    if case == "out a run folder":
+        out.mkdir()
+        (out / "run.json").write_text("{}")
+        (out / "metrics.jsonl").write_text("")
+        argv += ["--overwrite"]
+    if case == "out a saved policy":
+        shutil.copytree(policy_dir, out)
+        argv += ["--overwrite"]
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(CliExit) as exit_, warnings.catch_warnings():
+        if case == "env resets to the wrong shape":  # gymnasium's env checker warns first; the error is ours
+            warnings.filterwarnings("ignore", ".*The obs returned by the `reset\\(\\)` method", UserWarning)
         collect.main(argv)
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 2 and expected in err, err
@@ -116,6 +152,8 @@ def test_bad_input_is_one_line_and_writes_nothing(case, expected, policy_dir, tm
         assert (out / "mine.txt").read_text() == "keep me"
     elif case == "out a link":
         assert out.is_symlink() and not list((tmp_path / "elsewhere").iterdir())
+    elif case in ("out a run folder", "out a saved policy"):
+        assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     elif case != "out is a file":
         assert not out.exists()
     assert not list(tmp_path.glob(".out.*"))

@@ -96,16 +96,42 @@ def exit_code(argv: list[str]) -> int:
         ("good", ["--x", "time"], "invalid choice: 'time'"),
         ("twice", [], "have the same seed: a band is over seeds; use --per-run"),
         ("folder_out", [], "is a folder; give a file path"),
+        ("jpg_out", [], "curves.jpg: the suffix picks the format, one of .png, .svg, .pdf; got .jpg"),
+        ("the run's metrics.jsonl as --out", [], "metrics.jsonl is the training log of the run in"),
+        ("the run's run.json as --out", [], "run.json is the run record of the run in"),
+        ("a checkpoint file as --out", [], "meta.json is inside the checkpoint of the run in"),
+        ("another run's folder as --out", [], "is the folder of a training run: writing there would"),
+        ("a published folder's weights as --out", [], "model.safetensors is the weights of the policy in"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys, case, extra, message):
     good = make_run(tmp_path / "good")
-    runs = {**_broken_runs(tmp_path), "good": good, "folder_out": good}
-    out = tmp_path / "curves.png"
+    (good / "checkpoint").mkdir()
+    (good / "checkpoint" / "meta.json").write_text("{}")
+    runs = {**_broken_runs(tmp_path), "good": good}
+    out = {"folder_out": tmp_path / "folder", "jpg_out": tmp_path / "curves.jpg",
+           "the run's metrics.jsonl as --out": good / "metrics.jsonl", "the run's run.json as --out": good / "run.json",
+           "a checkpoint file as --out": good / "checkpoint" / "meta.json",
+           "another run's folder as --out": good,
+           "a published folder's weights as --out": tmp_path / "hub" / "model.safetensors"}.get(case, tmp_path / "curves.png")  # fmt: skip
+    if (
+        case == "a published folder's weights as --out"
+    ):  # run.json beside config.json: what the publisher writes
+        (tmp_path / "hub").mkdir()
+        for name in ("run.json", "metrics.jsonl", "config.json", "model.safetensors"):
+            (tmp_path / "hub" / name).write_text("{}")
     if case == "folder_out":
         out.mkdir()
-    paths = [good, good] if case == "twice" else [runs[case]]
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    paths = [good, good] if case == "twice" else [runs.get(case, good)]
     assert exit_code([*map(str, paths), "--out", str(out), *extra]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and message in err
-    assert case == "folder_out" or not out.exists()
+    assert err.startswith("error: ") and "\n" not in err and message in err, err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("suffix, magic", [(".svg", b"<?xml"), (".pdf", b"%PDF"), (".PNG", PNG)])
+def test_the_out_suffix_picks_the_format(tmp_path, suffix, magic):
+    good = make_run(tmp_path / "good")
+    assert curves.main([str(good), "--out", str(tmp_path / f"c{suffix}")]) == 0
+    assert (tmp_path / f"c{suffix}").read_bytes().startswith(magic)

@@ -156,7 +156,7 @@ def _gaussian_folder(tmp_path):
 @pytest.mark.parametrize(
     "case",
     ["spec mismatch", "missing folder", "gaussian source", "gaussian_ppo", "genpo", "ppo", "warmup alone",
-     "warmup too long", "negative warmup", "empty source"],
+     "warmup too long", "negative warmup", "empty source", "another env of the same sizes"],
 )  # fmt: skip
 def test_bad_init_is_one_line(case, pretrained, tmp_path, capsys):
     folder = str(pretrained[0])
@@ -189,6 +189,13 @@ def test_bad_init_is_one_line(case, pretrained, tmp_path, capsys):
         argv, expected = [*argv, "--init.critic-warmup-steps", "-1"], ">= 0"
     elif case == "empty source":
         argv, expected = [*TINY_FLAGS, "--init-from", " "], "a policy folder or Hub id"
+    elif case == "another env of the same sizes":  # its observations mean other things: the weights are wrong
+        other = dataclasses.replace(pretrained[1].spec, env_id="InvertedPendulumTwin-v0")
+        save_policy(make_policy(other, key=jax.random.key(0)), tmp_path / "twin")
+        argv = [*TINY_FLAGS, "--init-from", str(tmp_path / "twin")]
+        expected = (
+            "env_id (set by --env): pretrained 'InvertedPendulumTwin-v0', this run 'InvertedPendulum-v5'"
+        )
     with pytest.raises(CliExit) as exit_:
         main([*argv, "--output-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()

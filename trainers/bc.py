@@ -27,14 +27,15 @@ import numpy as np
 
 from gsbpolicy import GSBPolicy, evaluate, make_policy, save_policy
 from gsbpolicy._cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
-from gsbpolicy._files import atomic_write_text
+from gsbpolicy._files import atomic_write_text, read_json, sha256_bytes
 
 from ._core.bridge_matching import bridge_matching_loss, fit
-from ._core.cli import closing_lines, fail, parse
+from ._core.cli import closing_lines, fail, parse, quote
 from ._core.config import PolicyArgs, check_env_id, check_finite, output_path, require
 from ._core.evaluation import eval_seed, write_results
 from ._core.rundir import RunFolderError, open_run_folder
 from ._core.runlog import write_run_json
+from .collect import CHECKSUMS
 from .gsb_mdpo import CPU_POLICY
 
 ALGO = "bc"
@@ -97,6 +98,7 @@ def load_dataset(source: str):
         data = path / "data" if (path / "data" / "metadata.json").is_file() else path
         if not (data / "metadata.json").is_file():
             raise ValueError(f"--dataset {source}: not a Minari dataset folder (no data/metadata.json)")
+        check_recorded_checksums(data.parent, source)
         try:
             return minari.MinariDataset(data)
         except (OSError, KeyError, ValueError, TypeError, RecursionError) as err:  # damaged metadata or data
@@ -114,6 +116,22 @@ def load_dataset(source: str):
             "($MINARI_DATASETS_PATH, else ~/.minari/datasets); this command never downloads: "
             "`minari download ID` first"
         ) from None
+
+
+def check_recorded_checksums(root: Path, source: str) -> None:
+    """ValueError if a file of a dataset `trainers.collect` recorded (it left `CHECKSUMS` in `root`) no longer
+    has the sha256 recorded with it. A dataset from elsewhere has no such file, and is read as it is."""
+    checksums = root / CHECKSUMS
+    if not checksums.is_file():
+        return
+    recorded = read_json(checksums)
+    for name, digest in sorted(recorded.items()) if isinstance(recorded, dict) else []:
+        path = root / name
+        if not path.is_file() or sha256_bytes(path.read_bytes()) != digest:
+            raise ValueError(
+                f"--dataset {source}: {name} does not match the sha256 trainers.collect recorded in {checksums}: "
+                "the dataset was damaged or changed after recording; record it again"
+            )
 
 
 def demonstrations(dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -298,7 +316,8 @@ def main(argv=None) -> Path:
         fail(f"{write_failure(err)}; {KEPT}", FAILURE)
     print(closing_lines(policy_dir))
     print(
-        f"  fine-tune it: python -m trainers.gsb_mdpo --env {args.env or '<the dataset env>'} --init-from {policy_dir}"
+        f"  fine-tune it: python -m trainers.gsb_mdpo --env {quote(args.env) if args.env else '<the dataset env>'} "
+        f"--init-from {quote(policy_dir)}"
     )
     return policy_dir
 

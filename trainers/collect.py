@@ -10,6 +10,7 @@ place whole, so an interrupted collection leaves no half dataset. Needs the `bc`
 """
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -22,10 +23,19 @@ import numpy as np
 import tyro
 
 from gsbpolicy import HubRequestError
-from gsbpolicy._cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
-from gsbpolicy.gym import check_spaces
+from gsbpolicy._cli import (
+    FAILURE,
+    INTERRUPTED,
+    USAGE,
+    MissingExtraError,
+    refuse_owned,
+    require_extra,
+    write_failure,
+)
+from gsbpolicy._files import atomic_write_text, sha256_bytes
+from gsbpolicy.gym import check_spaces, checked
 
-from ._core.cli import fail, tyro_cli
+from ._core.cli import fail, quote, tyro_cli
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +63,9 @@ class Args:
     """Replace a non-empty --out folder that holds a Minari dataset."""
 
 
+CHECKSUMS = "sha256.json"
+"""Written beside a recorded dataset's data/ folder: the sha256 of each of its files, which `trainers.bc` checks
+(Minari's HDF5 files carry no checksum of their own, so a flipped bit would otherwise train unnoticed)."""
 KEPT = "no dataset was written, and an earlier --out is as it was"
 """What an interrupted or failed collection leaves: the dataset is built aside and moved into place whole."""
 
@@ -75,6 +88,7 @@ def check_args(args: Args) -> None:
         raise ValueError(f"--out must name a dataset folder, got {str(out)!r}")
     if out.is_symlink():
         raise ValueError(f"--out {out} is a symbolic link (to {os.readlink(out)}); give the folder itself")
+    refuse_owned(out, "--out", ValueError)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
     if out.is_dir() and any(out.iterdir()):
@@ -150,6 +164,12 @@ def record(policy, env, args: Args, env_id: str, staging: Path):
     return np.asarray(returns), staging / dataset_id(args, env_id)
 
 
+def data_checksums(dataset: Path) -> dict[str, str]:
+    """{path under `dataset`: sha256} of every file of its data/ folder."""
+    files = sorted(path for path in (dataset / "data").rglob("*") if path.is_file())
+    return {str(path.relative_to(dataset)): sha256_bytes(path.read_bytes()) for path in files}
+
+
 def collect(args: Args) -> np.ndarray:
     """Check everything, record, and move the dataset into `args.out`; returns the episode returns.
     ValueError: bad input (nothing written)."""
@@ -161,11 +181,13 @@ def collect(args: Args) -> np.ndarray:
         raise ValueError(f"the policy {args.policy} records no env id; pass --env")
     env = make_env(env_id)
     try:
+        env = checked(env, env_id)  # a bad observation or reward stops the recording, named
         check_spaces(policy, env, env_id)
         out = args.out.absolute()  # Minari mishandles relative dataset roots
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
             returns, written = record(policy, env, args, env_id, Path(staging))
+            atomic_write_text(written / CHECKSUMS, json.dumps(data_checksums(written), indent=2) + "\n")
             if out.exists():
                 shutil.rmtree(out)
             written.rename(out)
@@ -188,7 +210,7 @@ def main(argv=None) -> None:
         fail(f"{write_failure(err)}; {KEPT}", FAILURE)
     print(
         f"recorded {returns.size} episodes, return {returns.mean():.1f} +/- {returns.std():.1f}, to {args.out}"
-        f"\n  fit a flow policy to them: python -m trainers.bc --dataset {args.out}"
+        f"\n  fit a flow policy to them: python -m trainers.bc --dataset {quote(args.out)}"
     )
 
 

@@ -9,7 +9,11 @@ a `GSBPolicy`, whose `name_or_path` is the policy folder inside the run folder.
   its envs, as `gymnasium.make` does);
 - a MuJoCo Playground dm_control_suite task name ("CartpoleSwingup");
 - a callable returning a new `gymnasium.Env` (a class, a function): it is registered with Gymnasium as
-  "custom/<name>-v0" for this process, and trains through the Gymnasium path like any registered id.
+  "custom/<name>-v0" for this process, and trains through the Gymnasium path like any registered id. Where
+  another process can import it, it is registered by its `module:Class` entry point (gymnasium's
+  convention), which the policy's results.json records (`env_entry_point`) so that `evaluate` and the
+  publisher can make the env again in a new process; a class of a script run as `__main__` cannot be, and
+  results.json records `__main__:Class`, which they name when they say how to pass the env instead.
 """
 
 import dataclasses
@@ -17,8 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-CUSTOM_NAMESPACE = "custom"
-"""Gymnasium namespace of the ids given to env callables."""
+from gsbpolicy.gym import CUSTOM_NAMESPACE, entry_point_of, importable
 
 
 def _is_env_instance(env) -> bool:
@@ -40,10 +43,13 @@ def register_env(factory: Callable[..., Any]) -> str:
         )
     name = getattr(factory, "__name__", type(factory).__name__).strip("_<>") or "Env"
     env_id = f"{CUSTOM_NAMESPACE}/{name}-v0"
+    entry_point = entry_point_of(factory) if hasattr(factory, "__qualname__") else None
+    # By name where another process can import it: the id is then makeable there too (and picklable).
+    entry = entry_point if entry_point and importable(entry_point, factory) else factory
     spec = gymnasium.registry.get(env_id)
     if spec is None:
-        gymnasium.register(env_id, entry_point=factory)
-    elif spec.entry_point is not factory:
+        gymnasium.register(env_id, entry_point=entry)
+    elif spec.entry_point is not entry and spec.entry_point != entry:
         raise ValueError(f"env: another callable is already registered as {env_id}; give yours another name")
     return env_id
 

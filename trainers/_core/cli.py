@@ -11,6 +11,7 @@ preset gives Hopper's Table 2 column): tyro's own config subcommands choose amon
 import contextlib
 import io
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ import tyro
 from gsbpolicy import HubRequestError
 from gsbpolicy._cli import FAILURE, USAGE, MissingExtraError, OneLineParser, one_line, write_failure
 from gsbpolicy._files import LinkError
+from gsbpolicy.gym import EnvOutputError
 
 from .checkpoint import CheckpointError
 from .config import TrainArgs
@@ -147,6 +149,8 @@ def _stopped(err: BaseException, args, where: str) -> None:
         fail(str(err), FAILURE)
     if isinstance(err, LinkError):
         fail(str(err), FAILURE)
+    if isinstance(err, EnvOutputError):  # outside an iteration: the first reset, or the final evaluation
+        fail(f"{err}; stopped {where}", FAILURE)
     if isinstance(err, OSError):
         fail(f"{write_failure(err)}; stopped {where}", FAILURE)
     if (memory := out_of_memory(err, args)) is not None:
@@ -154,8 +158,13 @@ def _stopped(err: BaseException, args, where: str) -> None:
     raise err
 
 
-LOAD_HINT = 'from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained("{}")'
-"""How every policy folder loads (`{}` is the folder): one loader for every kind."""
+LOAD_HINT = "from gsbpolicy import GSBPolicy; GSBPolicy.from_pretrained({!r})"
+"""How every policy folder loads (`{}` is the folder, as a Python string literal): one loader for every kind."""
+
+
+def quote(path: Path | str) -> str:
+    """`path` as one shell word, for the commands printed for the user to copy."""
+    return shlex.quote(str(path))
 
 
 def closing_lines(policy_dir: Path) -> str:
@@ -166,9 +175,10 @@ def closing_lines(policy_dir: Path) -> str:
             f"\nfinal evaluation on {results['env_id']}: return {results['mean']:.1f} +/- {results['std']:.1f} over "
             f"{results['n_episodes']} deterministic episodes",
             f"policy saved to {policy_dir}",
-            f"  load it:    {LOAD_HINT.format(policy_dir)}",
-            f"  export it:  python -m export.onnx {policy_dir} --out {policy_dir / 'policy.onnx'}",
-            f"  publish it: python -m hub_cards.publish {policy_dir.parent} --repo-id ORG/NAME --dry-run",
+            f"  load it:    {LOAD_HINT.format(str(policy_dir))}",
+            # Quoted for the shell: a folder name with a space or a `$(...)` is copied as one argument.
+            f"  export it:  python -m export.onnx {quote(policy_dir)} --out {quote(policy_dir / 'policy.onnx')}",
+            f"  publish it: python -m hub_cards.publish {quote(policy_dir.parent)} --repo-id ORG/NAME --dry-run",
         ]
     )
 

@@ -90,6 +90,7 @@ def write_results(
     import json
 
     from gsbpolicy._files import atomic_write_text, sha256_bytes
+    from gsbpolicy.gym import env_entry_point
 
     from .runlog import RUN_JSON
 
@@ -115,5 +116,9 @@ def write_results(
         # The publisher refuses a metrics.jsonl edited after training (it would plot and quote other numbers).
         "metrics_sha256": sha256_bytes((policy_dir.parent / "metrics.jsonl").read_bytes()),
     }
+    if entry_point := env_entry_point(
+        env_id
+    ):  # a class train() registered: how to make it in another process
+        results["env_entry_point"] = entry_point
     atomic_write_text(policy_dir / "results.json", json.dumps(results, indent=2) + "\n")
     return results

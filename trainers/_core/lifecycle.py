@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from gsbpolicy._files import atomic_write_text
+from gsbpolicy.gym import EnvOutputError
 
 from .checkpoint import CheckpointError, commit_checkpoint, find_checkpoint, load_checkpoint, write_checkpoint
 from .config import TrainArgs, output_path
@@ -126,6 +127,8 @@ class RunLifecycle:
             self.begin(learner, mesh)
             try:
                 learner.train()
+            except EnvOutputError as err:  # the env's fault, not training's: said and recorded as such
+                raise self.non_finite(str(err), self.iteration + 1, err.record) from None
             finally:
                 self.logger.close()
             return self.finish(learner)
@@ -193,20 +196,30 @@ class RunLifecycle:
         if self.writer:
             commit_checkpoint(self.run_dir / "checkpoint")
 
-    def non_finite(self, quantity: str, iteration: int) -> NonFiniteError:
-        """The error that stops a run whose `iteration` made `quantity` non-finite, before anything of that
-        iteration is logged or saved; the run folder records the stop in `DIVERGED_FILE`."""
+    def non_finite(self, what: str, iteration: int, env_record: dict | None = None) -> NonFiniteError:
+        """The error that stops a run whose `iteration` went non-finite, before anything of that iteration is
+        logged or saved; the run folder records the stop in `DIVERGED_FILE`. `what` is the quantity the update
+        made non-finite, or, with `env_record` (env, quantity, value, env_step), what the env returned."""
         kept = (
             f"the last good checkpoint (iteration {self.checkpointed}) is kept in {self.run_dir / 'checkpoint'}"
             if self.checkpointed is not None
             else "no checkpoint had been written"
         )
         if self.writer:
-            record = {"iteration": iteration, "quantity": quantity, "checkpoint_iteration": self.checkpointed,
-                      "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}  # fmt: skip
+            record = {
+                "iteration": iteration,
+                "quantity": what,
+                **(env_record or {}),  # env, quantity (observation[i] or reward), value, env_step
+                "checkpoint_iteration": self.checkpointed,
+                "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            }
             atomic_write_text(self.run_dir / DIVERGED_FILE, json.dumps(record))
+        if env_record:
+            return NonFiniteError(
+                f"training stopped in iteration {iteration}: {what}; nothing of it was saved and {kept}"
+            )
         return NonFiniteError(
-            f"training stopped: non-finite {quantity} (NaN or inf) in iteration {iteration}; "
+            f"training stopped: non-finite {what} (NaN or inf) in iteration {iteration}; "
             f"nothing of it was saved and {kept}"
         )
 

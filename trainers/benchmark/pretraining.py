@@ -16,6 +16,7 @@ killed suite picks up where it stopped, like its runs. Each step logs to a `<ste
 """
 
 import dataclasses
+import shlex
 import shutil
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def _finished(run: Path) -> bool:
 
 
 def _step(name: str, cmd: list[str], log: Path) -> None:
-    print(f"    pretraining: {name}: {' '.join(cmd[1:])}", flush=True)
+    print(f"    pretraining: {name}: {shlex.join(cmd[1:])}", flush=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as out:
         code = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)

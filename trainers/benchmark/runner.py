@@ -24,8 +24,10 @@ import dataclasses
 import fcntl
 import itertools
 import json
+import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -35,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from gsbpolicy._cli import CommandError, check_writable_folder, run_command
+from gsbpolicy._cli import CommandError, check_writable_folder, refuse_control_characters, run_command
 from gsbpolicy._files import atomic_write_text, open_no_follow
 
 from .._core.cli import tyro_cli
@@ -389,7 +391,7 @@ def execute(
     if code != 0:
         tail = "".join((directory / "train.log").read_text().splitlines(keepends=True)[-30:])
         raise RuntimeError(
-            f"exit code {code}: {' '.join(cmd)}\n--- {directory / 'train.log'} (tail) ---\n{tail}"
+            f"exit code {code}: {shlex.join(cmd)}\n--- {directory / 'train.log'} (tail) ---\n{tail}"
         )
     return {"wall_s": time.perf_counter() - start, **memory}
 
@@ -548,10 +550,14 @@ def _check_options(args: BenchArgs) -> Path:
         raise CommandError(f"unknown suite {args.suite!r}; suites: {sorted(SUITES)}")
     if args.jobs < 1:
         raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
-    if not args.sample_interval > 0:
-        raise CommandError(f"--sample-interval must be > 0 seconds, got {args.sample_interval}")
+    if not (math.isfinite(args.sample_interval) and args.sample_interval > 0):
+        raise CommandError(
+            f"--sample-interval must be a finite number of seconds > 0, got {args.sample_interval}"
+        )
     if args.executor == "slurm":
         args.slurm.check()
+        # The jobs' log folder, under --runs-dir, is written into the job script (#SBATCH --output, srun).
+        refuse_control_characters(str(args.runs_dir), "--runs-dir")
         if args.jobs != 1:
             raise CommandError(
                 "--jobs is the local executor's; on Slurm, --slurm.array-parallelism jobs run at once"
@@ -588,7 +594,7 @@ def _commands(args: BenchArgs, suite: Suite, todo: list, ledger: Path, results_d
         if started and not done and not args.resume:
             raise CommandError(f"{directory} holds an interrupted run; pass --resume to continue it")
         cmd = command(suite, task, variant, seed, directory, resume=started and not done)
-        print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: {' '.join(cmd[1:])}", flush=True)
+        print(f"[{number}/{len(todo)}] {task} {variant.name} seed {seed}: {shlex.join(cmd[1:])}", flush=True)
         commands.append((task, variant, seed, directory, None if done else cmd))
     return commands
 
@@ -698,7 +704,7 @@ def run_suite(args: BenchArgs) -> int:
         if args.group_seeds:
             for task, variant, seeds, _, cmd in group_runs(suite, commands):
                 if cmd is not None and len(seeds) > 1:
-                    print(f"grouped: {task} {variant.name} seeds {seeds}: {' '.join(cmd[1:])}")
+                    print(f"grouped: {task} {variant.name} seeds {seeds}: {shlex.join(cmd[1:])}")
         if args.executor == "slurm":
             jobs = sum(cmd is not None for *_, cmd in jobs_of(args, suite, commands))
             print(f"would submit {jobs} jobs to Slurm as one array")

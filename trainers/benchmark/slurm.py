@@ -19,7 +19,7 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
-from gsbpolicy._cli import CommandError, one_line, require_extra
+from gsbpolicy._cli import CommandError, one_line, refuse_control_characters, require_extra
 from gsbpolicy._files import atomic_write_text, read_json
 
 JOB_FILE = "slurm_job.json"
@@ -38,6 +38,11 @@ PENDING = {
 }
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "RESIZING", "STOPPED"}
 """Slurm states of a job that is not over (a requeued job passes through REQUEUED back to PENDING)."""
+SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")
+"""A partition, account or QOS name as Slurm writes them (a comma-separated list where Slurm takes one); a
+space, quote or `$` in one is a typo, or a shell line smuggled into the job script."""
+NAMED_OPTIONS = ("account", "qos")
+"""The `--slurm.extra` keys whose value is such a name."""
 _KEYS_WE_SET = {"array", "output", "error", "signal", "open-mode", "job-name", "wckey", "time", "partition",
                 "gpus-per-node", "cpus-per-task"}  # fmt: skip
 
@@ -81,12 +86,27 @@ class SlurmArgs:
         ):
             if value < least:
                 raise CommandError(f"--slurm.{name} must be at least {least}, got {value}")
-        if not self.poll_s > 0:
-            raise CommandError(f"--slurm.poll-s must be > 0 seconds, got {self.poll_s}")
-        if self.partition is not None and not self.partition.strip():
-            raise CommandError("--slurm.partition must name a partition (or leave it out)")
-        time_limit_minutes(self.time)
+        if not (math.isfinite(self.poll_s) and self.poll_s > 0):
+            raise CommandError(f"--slurm.poll-s must be a finite number of seconds > 0, got {self.poll_s}")
+        if self.partition is not None:
+            check_slurm_name(self.partition, "--slurm.partition")
+        refuse_control_characters(self.time, "--slurm.time")
+        limit_s = time_limit_minutes(self.time) * 60
+        if self.signal_delay_s >= limit_s:
+            raise CommandError(
+                f"--slurm.signal-delay-s {self.signal_delay_s} must be below the time limit --slurm.time "
+                f"{self.time} ({limit_s} s): the job would be signalled to stop before it starts"
+            )
         sbatch_options(self.extra)
+
+
+def check_slurm_name(value: str, option: str) -> None:
+    """Raise a usage `CommandError` unless `value` is a partition, account or QOS name in Slurm's characters."""
+    refuse_control_characters(value, option)
+    if not SLURM_NAME.fullmatch(value):
+        raise CommandError(
+            f"{option} must be a Slurm name (letters, digits, '_', '-', '.', comma-separated), got {value!r}"
+        )
 
 
 def time_limit_minutes(text: str) -> int:
@@ -111,6 +131,9 @@ def sbatch_options(pairs: tuple[str, ...]) -> dict[str, str]:
             raise CommandError(f"--slurm.extra takes KEY=VALUE pairs (e.g. account=lab), got {pair!r}")
         if key.replace("_", "-") in _KEYS_WE_SET:
             raise CommandError(f"--slurm.extra {key}: the runner sets it (use its --slurm.* option, if any)")
+        refuse_control_characters(value, f"--slurm.extra {key}")
+        if key in NAMED_OPTIONS:
+            check_slurm_name(value, f"--slurm.extra {key}")
         options[key] = value
     return options
 
@@ -126,7 +149,7 @@ def submit(jobs: list, folder: Path, name: str, slurm: SlurmArgs) -> list[str]:
             "--executor slurm needs Slurm's sbatch and srun on PATH: run it on a machine of the cluster"
         )
     submitit = _import_submitit()
-    from submitit.core.utils import FailedJobError
+    from submitit.core.utils import FailedJobError, FailedSubmissionError
 
     executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=slurm.max_requeues)
     executor.update_parameters(
@@ -146,6 +169,12 @@ def submit(jobs: list, folder: Path, name: str, slurm: SlurmArgs) -> list[str]:
                 submitted = [executor.submit(job) for job in jobs]
         except FailedJobError as err:
             raise CommandError(f"sbatch refused the jobs: {one_line(err)}", code=1) from None
+        except FailedSubmissionError as err:  # sbatch exited 0 but its answer names no job to follow
+            raise CommandError(
+                f"sbatch answered without a job id ({one_line(str(err).splitlines()[0])}); the jobs may have been "
+                "submitted: look with squeue before submitting again",
+                code=1,
+            ) from None
     return [job.job_id for job in submitted]
 
 

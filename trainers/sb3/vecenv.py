@@ -17,6 +17,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor, VecNormalize
 
 from gsbpolicy._internal import env_kind
+from gsbpolicy.gym import checked
 
 from .._core.config import TrainArgs
 from .._core.envs import PlaygroundEnv
@@ -105,7 +106,14 @@ def make_sb3_env(args: TrainArgs, normalize_reward: bool = False) -> tuple[VecEn
     """
     rollout = args.rollout
     if env_kind(args.env) == "gymnasium":
-        venv = make_vec_env(args.env, rollout.num_envs, seed=args.seed)
+        # Each env checks what it returns (gsbpolicy.gym.checked), as the JAX trainers' envs do.
+        venv = make_vec_env(
+            args.env,
+            rollout.num_envs,
+            seed=args.seed,
+            wrapper_class=checked,
+            wrapper_kwargs={"name": args.env},
+        )
     else:
         env = PlaygroundEnv.make(args.env, rollout.num_envs, rollout.episode_length, rollout.action_repeat)
         venv = VecMonitor(PlaygroundVecEnv(env))

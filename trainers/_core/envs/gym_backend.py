@@ -1,6 +1,7 @@
 """Gymnasium training: host-side vector envs stepped from Python with a jitted act, one device of one process;
 evaluation through `gsbpolicy.evaluate` (the code users and the model cards run)."""
 
+import functools
 import sys
 
 import equinox as eqx
@@ -9,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gsbpolicy import evaluate
+from gsbpolicy.gym import checked
 
 from ..algorithm import AbstractAlgorithm
 from ..config import TrainArgs
@@ -54,7 +56,12 @@ class GymEvaluator:
         import gymnasium
 
         episodes = episodes or self.episodes
-        env = gymnasium.make_vec(self.env_id, num_envs=min(episodes, 10), vectorization_mode="sync")
+        env = gymnasium.make_vec(
+            self.env_id,
+            num_envs=min(episodes, 10),
+            vectorization_mode="sync",
+            wrappers=[functools.partial(checked, name=self.env_id)],
+        )
         try:
             predictor = AlgorithmPredictor(self.algorithm, actor, seed)
             result = evaluate(predictor, env, episodes, deterministic, seed)

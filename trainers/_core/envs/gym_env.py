@@ -1,10 +1,13 @@
 """`GymnasiumEnv`: a host-side (numpy) adapter over a Gymnasium vector env in SAME_STEP autoreset mode."""
 
+import functools
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from jaxtyping import Float
+
+from gsbpolicy.gym import checked
 
 from .base import Timestep
 
@@ -43,11 +46,19 @@ class GymnasiumEnv:
             **env_kwargs: passed to `gym.make` for each sub-env, e.g. `max_episode_steps`.
         """
         vector_kwargs: dict[str, Any] = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+        # Each sub-env checks what it returns, so a bad observation or reward is named with its env and step
+        # (not found later as a non-finite loss), and a wrong shape before gymnasium's batching trips on it.
+        wrappers = [functools.partial(checked, name=env_id)]
         if vectorization_mode == "async":
             # The default "fork" copies a multithreaded process once JAX is loaded, which can deadlock.
             vector_kwargs["context"] = "spawn"
         vec_env = gym.make_vec(
-            env_id, num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vector_kwargs, **env_kwargs
+            env_id,
+            num_envs,
+            vectorization_mode=vectorization_mode,
+            vector_kwargs=vector_kwargs,
+            wrappers=wrappers,
+            **env_kwargs,
         )
         return cls(vec_env)
 
