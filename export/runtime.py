@@ -264,12 +264,13 @@ class OnnxPolicy:
         action = self.session.run(self._output_names, feeds)[0]
         # Inputs are finite, so a NaN here comes from the graph itself; an env (a robot) must never be stepped
         # with NaN. A NaN or inf weight (a file damaged after export: the exporter refuses non-finite weights)
-        # reaches every output, the zero observation's too; an overflow needs large inputs.
+        # reaches every output, the zero observation's too; so do weights large enough to overflow whatever the
+        # input, which onnxruntime alone cannot tell apart (it does not expose the weights' values).
         if not np.isfinite(action).all():
             if not np.isfinite(self._zero_action()).all():
                 raise FloatingPointError(
-                    f"{self.path} holds a NaN or inf weight: its action is NaN even for a zero observation; "
-                    "the file is damaged, export the policy again"
+                    f"{self.path} gives a NaN action even for a zero observation: it holds a NaN or inf weight "
+                    "(the file is damaged: export the policy again) or weights so large the network overflows"
                 )
             raise FloatingPointError("the policy produced a NaN action for a finite observation (overflow)")
         return action
@@ -310,6 +311,12 @@ class OnnxPolicy:
                 from this object's generator (needs an `sde` export). The draws match
                 `GSBPolicy`'s, so both runtimes give the same actions for the same seed.
         """
+        # `GSBPolicy.predict`'s check, copied (this file imports nothing of gsbpolicy): "False" from a config file
+        # is truthy and would silently give the deterministic policy.
+        if not isinstance(deterministic, bool | np.bool_):
+            raise TypeError(
+                f"deterministic must be True or False, got {deterministic!r} ({type(deterministic).__name__})"
+            )
         obs, single = self._check_obs(observation)
         batch = obs[None] if single else obs
         noise = None

@@ -630,7 +630,8 @@ def test_a_nan_weight_in_the_onnx_file_is_named_not_blamed_on_overflow(sde_onnx,
     weights.CopyFrom(onnx.numpy_helper.from_array(values, weights.name))
     onnx.save(model, tmp_path / "damaged.onnx")
     with pytest.raises(
-        FloatingPointError, match=r"damaged\.onnx holds a NaN or inf weight: its action is NaN even"
+        FloatingPointError,
+        match=r"damaged\.onnx gives a NaN action even for a zero observation: it holds a NaN or inf weight",
     ):
         OnnxPolicy(tmp_path / "damaged.onnx").predict(np.ones(4, np.float32))
 

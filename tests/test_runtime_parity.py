@@ -40,6 +40,7 @@ CALLS = {
     "float64 noise beyond float32": lambda p: p.act(OBS, _noise(1e300).astype(np.float64) * 1e300),
     "wrong noise shape": lambda p: p.act(OBS, np.zeros((6, 2), np.float32)),
     "noise for a batch of another size": lambda p: p.act(np.zeros((3, 4), np.float32), np.zeros((2, 7, 2))),
+    "deterministic given as the string 'False'": lambda p: p.predict(OBS, deterministic="False"),
 }
 
 
@@ -87,4 +88,7 @@ def test_an_overflowing_network_raises_in_both_never_a_nan_action(overflowing, b
         with pytest.raises(FloatingPointError) as raised:
             policy.predict(obs)
         outcomes.append(str(raised.value))
-    assert outcomes == ["the policy produced a NaN action for a finite observation (overflow)"] * 2
+    # GSBPolicy sees its weights are finite; the ONNX runtime cannot read them, so it names both causes.
+    assert outcomes[0] == "the policy produced a NaN action for a finite observation (overflow)"
+    assert outcomes[1].endswith("holds a NaN or inf weight (the file is damaged: export the policy again) or "
+                                "weights so large the network overflows")  # fmt: skip
