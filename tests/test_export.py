@@ -5,7 +5,6 @@ takes seconds.
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import jax
 import numpy as np
 import onnx
 import pytest
+from import_blocker import env_without
 
 from export import latency
 from export import onnx as onnx_export
@@ -24,24 +24,6 @@ from gsbpolicy import GSBPolicy, PolicySpec, make_policy, save_policy
 pytestmark = pytest.mark.strict_promotion
 
 REPO = Path(__file__).resolve().parents[1]
-
-# Installed as sitecustomize.py in a subprocess: importing JAX (or the exporter's stack) then fails.
-IMPORT_BLOCKER = """
-import importlib.abc
-import sys
-
-BLOCKED = ("jax", "jaxlib", "equinox", "gsbpolicy", "jax2onnx", "onnx")
-
-
-class Blocker(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is blocked: the ONNX runtime must not need it")
-        return None
-
-
-sys.meta_path.insert(0, Blocker())
-"""
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +46,9 @@ def _noise(spec: PolicySpec, batch: int, seed: int = 1) -> np.ndarray:
 
 
 def _jax_free_env(tmp_path: Path) -> dict[str, str]:
-    blocker = tmp_path / "blocker"
-    blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text(IMPORT_BLOCKER)
-    return {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{REPO}"}
+    """Importing JAX (or the exporter's stack) fails in a subprocess with this environment."""
+    blocked = ("jax", "jaxlib", "equinox", "gsbpolicy", "jax2onnx", "onnx")
+    return env_without(tmp_path, blocked, "the ONNX runtime must not need it")
 
 
 # -------------------------------------------------------------------------------------- verification

@@ -5,7 +5,6 @@ numpy, gymnasium and the file.
 
 import json
 import logging
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import jax
 import numpy as np
 import onnx
 import pytest
+from import_blocker import env_without
 from test_bad_inputs_publish import make_run_folder
 
 from export import inspect as export_inspect
@@ -27,22 +27,6 @@ REPO = Path(__file__).resolve().parents[1]
 ROBOT_PAGE = REPO / "docs" / "robot.md"
 
 # Installed as sitecustomize.py in the control loop's process: importing the project or JAX there fails.
-IMPORT_BLOCKER = """
-import importlib.abc
-import sys
-
-BLOCKED = ("jax", "jaxlib", "equinox", "gsbpolicy", "export", "trainers", "hub_cards", "jax2onnx", "onnx")
-
-
-class Blocker(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is blocked: the control loop must need only onnxruntime and numpy")
-        return None
-
-
-sys.meta_path.insert(0, Blocker())
-"""
 
 
 @pytest.fixture(scope="module")
@@ -205,16 +189,15 @@ def _robot_loop() -> str:
 
 def test_the_robot_pages_control_loop_runs_with_only_onnxruntime_numpy_and_the_file(run, tmp_path):
     (tmp_path / "policy.onnx").write_bytes((run / "policy" / "policy.onnx").read_bytes())
-    blocker = tmp_path / "blocker"
-    blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text(IMPORT_BLOCKER)
+    blocked = ("jax", "jaxlib", "equinox", "gsbpolicy", "export", "trainers", "hub_cards", "jax2onnx", "onnx")
+    env = env_without(tmp_path, blocked, "the control loop must need only onnxruntime and numpy", path="")
     script = (
         _robot_loop()
         + "\nassert not [m for m in sys.modules if m.split('.')[0] in ('gsbpolicy', 'export', 'jax')]\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", "import sys\n" + script],
-        env={**os.environ, "PYTHONPATH": str(blocker)},
+        env=env,
         cwd=tmp_path,
         capture_output=True,
         text=True,
