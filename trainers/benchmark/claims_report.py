@@ -91,10 +91,10 @@ def _suite_row(claim: Claim, name: str, summary: dict, seen: set) -> Row | None:
         f"{budget_text(summary['budget_env_steps'], summary['preset'])}; {_tests_text(len(first.asked))}"
     )
     verdict, detail = _row_verdict(claim, judged)
-    return Row(claim, name, evidence, verdict, detail, len(first.asked), brief=_brief(corrected, judged))
+    return Row(claim, name, evidence, verdict, detail, len(first.asked), brief=_brief(corrected))
 
 
-def _brief(tests: Family, judged: dict[str, Outcome]) -> str:
+def _brief(tests: Family) -> str:
     """How far the row's first-named column is ahead over all its tests, and its smallest Holm-adjusted p."""
     ahead = [tests.ahead[label] for label in tests.asked] if tests.ahead else []
     firsts = {label.split(": ", 1)[1].split(" vs ")[0] for label in tests.asked}
@@ -181,13 +181,14 @@ def _registered_evidence(r: dict) -> str:
     if not r.get("suite"):
         return f"pre-registered `{r['id']}`: {len(r['seeds'])} fresh seeds (from {r['seeds'][0]}); {confirmatory.TEST_NAMES[r['test']]}"
     counts = sorted({len(t["seeds"]) for t in r["tasks"]})
+    count = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     margins = {
         round(t["margin"] / abs(_mean(t["exploratory"]["comparator"])), 2) for t in r["tasks"] if t["margin"]
     }
     margin = f" within {', '.join(f'{m:.0%}' for m in sorted(margins))} of the comparator's exploratory mean"
     return (
         f"pre-registered `{r['id']}`: {r['suite']}, {', '.join(t['task'] for t in r['tasks'])}; "
-        f"{'-'.join(map(str, sorted({counts[0], counts[-1]})))} fresh seeds per column; "
+        f"{count} fresh seeds per column; "
         f"{budget_text(r['budget_env_steps'], SUITES[r['source']].preset)}; {confirmatory.TEST_NAMES[r['test']]}"
         f"{margin if margins else ''}; Holm over {len(r['tasks'])} task{'s' * (len(r['tasks']) != 1)}"
     )
