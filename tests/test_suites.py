@@ -268,9 +268,7 @@ def test_the_clip_fraction_suite_runs_the_column_the_clip_claim_reads():
     assert claims.CLIP_COLUMN in suite.variant_names and suite.tasks == ("HalfCheetah-v5",)
 
 
-def test_the_continued_demonstrator_is_the_demonstrators_run_trained_for_the_budget_too(
-    tmp_path, monkeypatch
-):
+def test_the_demonstrator_column_reruns_the_demonstrators_recipe_for_the_budget_too(tmp_path, monkeypatch):
     from trainers.benchmark import pretraining
 
     suite = SUITES["finetune-cpu-gym"]
