@@ -115,8 +115,9 @@ def test_the_summary_reports_the_path_kl_to_the_clone_and_the_verdicts_in_words(
     assert "| Hopper-v5 | gsb_mdpo | 201.0 ± 1.0 (3) | 2 ± 1 |" in table  # sample std (ddof = 1)
     assert "| Hopper-v5 | gsb_mdpo:scratch | 301.0 ± 1.0 (3) | - (fresh actor) |" in table
     assert (
-        "- Hopper-v5: fine-tuned GSB-MDPO beats `bc` (P = 1.00 [1.00, 1.00]); is inconclusive against `fpo` "
-        "(P = 0.44 [0.00, 1.00], 3 seeds); is beaten by `gsb_mdpo:scratch` (P = 0.00 [0.00, 0.00])." in table
+        "- Hopper-v5: fine-tuned GSB-MDPO is ahead of `bc` in 9 of 9 pairs (P = 1.00 [1.00, 1.00], rank test p = "
+        "0.10); is ahead of `fpo` in 4 of 9 pairs (P = 0.44 [0.00, 1.00], rank test p = 1.00); is ahead of "
+        "`gsb_mdpo:scratch` in 0 of 9 pairs (P = 0.00 [0.00, 0.00], rank test p = 0.10)." in table
     )
     assert plots.plot(summary)[:4] == b"\x89PNG"
     json.dumps(summary)  # the committed summary is JSON

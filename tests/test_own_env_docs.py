@@ -19,8 +19,8 @@ def test_every_setting_of_the_cpu_preset_that_is_not_the_papers_is_labelled_wher
 
     labels = {"num_envs": "small geometry", "unroll_length": "small geometry", "num_minibatches": "small geometry",
               "epochs": "small geometry", "normalize_rewards": "reward normalisation",
-              "noise_hold": "noise hold", "noise_hold_steps": "noise hold", "max_grad_norm": "gradient clip at 0.5",
-              "value_coef": "value-loss weight 0.5", "width": "networks", "depth": "networks"}  # fmt: skip
+              "noise_hold": "noise hold", "noise_hold_steps": "noise hold", "max_grad_norm": "gradient clip",
+              "value_coef": "value-loss weight", "width": "networks", "depth": "networks"}  # fmt: skip
     presets = [gsb_mdpo.cpu_preset(None), gsb_mdpo.playground_preset(None), gsb_mdpo.gym_preset(None)]
     differing = {
         f.name
