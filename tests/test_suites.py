@@ -392,3 +392,32 @@ def test_the_benchmark_pages_clip_fraction_account_holds_on_the_committed_runs()
     )
     assert _args("clip-fraction-cpu-gym", CLIP_COLUMN, "HalfCheetah-v5").policy.num_steps == 16
     assert "With Table 2's 16 generation steps" in page
+
+
+def test_committed_pages_use_verdict_words_only_where_an_exact_test_supports_them():
+    """Every committed suite page: "better", "worse", "beats" only where one of its comparisons has an exact
+    rank-sum p at most the stated level; its intervals captioned as percentile bootstraps over the seeds, as the
+    README's are."""
+    from trainers.benchmark import report
+
+    docs = RESULTS.parents[1] / "docs" / "benchmarks"
+    words = ("] better (", "] worse (", "beats `", "is beaten by `")
+    for name, suite in SUITES.items():
+        if not (RESULTS / f"{name}.json").exists() or suite.kind == "compute":
+            continue
+        summary = json.loads((RESULTS / f"{name}.json").read_text())
+        comparisons = [
+            c
+            for entries in summary["tasks"].values()
+            for e in entries.values()
+            for c in (e.get("comparison"), e.get("ode_vs_sde"))
+            if c
+        ]
+        supported = any(c["rank_p"] is not None and c["rank_p"] <= report.LEVEL for c in comparisons)
+        page = (docs / f"{name}.md").read_text()
+        assert supported or not any(w in page for w in words), name
+        assert "95% stratified-bootstrap interval" not in page and "95% interval" not in page, name
+    readme = (RESULTS.parents[1] / "README.md").read_text()
+    assert (
+        "[percentile-bootstrap interval over the seeds, nominal 95%: over 3 seeds it covers less]" in readme
+    )
