@@ -16,6 +16,7 @@ def test_every_setting_of_the_cpu_preset_that_is_not_the_papers_is_labelled_wher
     from pathlib import Path
 
     from trainers import gsb_mdpo
+    from trainers.benchmark.suites import SUITES
 
     labels = {"num_envs": "small geometry", "unroll_length": "small geometry", "num_minibatches": "small geometry",
               "epochs": "small geometry", "normalize_rewards": "reward normalisation",
@@ -35,5 +36,6 @@ def test_every_setting_of_the_cpu_preset_that_is_not_the_papers_is_labelled_wher
         " ".join(gsb_mdpo.cpu_preset.__doc__.split("Not the paper's", 1)[1].split()),
         " ".join((root / "README.md").read_text().split()),
         " ".join((root / "docs" / "own-env.md").read_text().split()),
+        SUITES["small-envs"].description,  # the suite that presents the preset as GSB-MDPO
     ):
         assert all(label in text for label in labels.values())

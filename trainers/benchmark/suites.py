@@ -497,7 +497,9 @@ SUITES: dict[str, Suite] = {
         ),
         Suite(
             name="small-envs",
-            description="GSB-MDPO's defaults (`--preset cpu`, what `trainers.gsb_mdpo.train(MyEnv)` runs) on small "
+            description="GSB-MDPO's defaults (`--preset cpu`, what `trainers.gsb_mdpo.train(MyEnv)` runs: the paper's "
+            "update, but its small geometry and networks, reward normalisation, gradient clip, value-loss weight and "
+            "noise hold are not the paper's) on small "
             "envs unlike the one they were first tuned on (InvertedPendulum), next to Stable-Baselines3 PPO with its "
             "own defaults and with rl-baselines3-zoo's settings where the zoo has them without gSDE, and the "
             "do-nothing and random floors.",
