@@ -256,7 +256,7 @@ def test_runtime_claims_read_table3s_ratios_with_the_tolerance_on_a_gpu_only():
     assert _judge(claims.memory_comparable, _measurement(table3, gpu)).verdict == claims.DISAGREES
     rows = claims_report.rows({}, {"runtime": {"runtime-gpu.json": timing, "runtime-cpu.json": on_cpu}})
     close = [(r.source, r.verdict) for r in rows if r.claim.rule is claims.time_close_to_ppo_fpo_dppo]
-    assert close == [("runtime-gpu.json on an NVIDIA A800 GPU", claims.AGREES),
+    assert close == [("runtime-gpu.json on a GPU (NVIDIA A800)", claims.AGREES),
                      ("runtime-cpu.json on a 2-core CPU", claims.NOT_COMPARABLE)]  # fmt: skip
 
 
@@ -275,7 +275,7 @@ def test_the_committed_runtime_and_clip_rows_name_their_hardware_and_both_counts
     assert runtime and all(r.source == "runtime-cpu.json on a 2-core CPU" for r in runtime)
     assert all(
         r.verdict == claims.NOT_COMPARABLE
-        and "beside it, compute-gpu-playground on an NVIDIA H200 GPU" in r.detail
+        and "beside it, compute-gpu-playground on a GPU (NVIDIA H200; CartpoleSwingup" in r.detail
         for r in runtime
     )
     gpu = summaries["compute-gpu-playground"]["tasks"]["CartpoleSwingup"]

@@ -474,8 +474,8 @@ def _per_step(measurement: dict, method: str) -> float:
 
 
 def hardware(machine: dict) -> str:
-    """The hardware a measurement ran on, as its row names it ("a 2-core CPU", "an NVIDIA H200 GPU")."""
-    return f"an {machine['gpu']} GPU" if machine.get("gpu") else f"a {machine['cores']}-core CPU"
+    """The hardware a measurement ran on, as its row names it ("a 2-core CPU", "a GPU (NVIDIA H200)")."""
+    return f"a GPU ({machine['gpu']})" if machine.get("gpu") else f"a {machine['cores']}-core CPU"
 
 
 def _on_gpu(measurement: dict, agrees: bool) -> str:

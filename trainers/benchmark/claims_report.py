@@ -184,7 +184,7 @@ def _gpu_times(summaries: dict[str, dict]) -> list[str]:
                 f"{ours / e['wall_s_mean']:.2f}x {m}" for m, e in entries.items() if m != c.PROPOSED
             )
             found.append(
-                f"{name} on an {gpu} GPU ({task}, one run each, end to end with compilation, not steady state): "
+                f"{name} on a GPU ({gpu}; {task}, one run each, end to end with compilation, not steady state): "
                 f"{c.PROPOSED} {others}"
             )
     return found
