@@ -461,7 +461,12 @@ def test_ablation_verdicts_come_from_the_probability_of_improvement_interval(tin
                                                  "ci": [0.0, 0.0], "verdict": "worse", "rank_p": 0.1}  # fmt: skip
     assert entries["gsb_mdpo"]["iqm"] == 10.0 and entries["gsb_mdpo"]["ci"] == [9.0, 11.0]
     table = report.markdown(summary)
-    assert "| vs gsb_mdpo: 0.00 [0.00, 0.00] worse (rank test p = 0.10) |" in table
+    # 3 seeds against 3: the smallest rank-test p is 0.10, so the page says how many seed pairs, not "worse".
+    assert "| vs gsb_mdpo: 0.00 [0.00, 0.00] ahead in 0 of 9 pairs (rank test p = 0.10) |" in table
+    four = summarize(
+        "tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0, 12.0]) + _runs("lambda=0", [5.0, 6.0, 7.0, 8.0])
+    )
+    assert "| vs gsb_mdpo: 0.00 [0.00, 0.00] worse (rank test p = 0.03) |" in report.markdown(four)
     assert "| 10.0 [9.0, 11.0] |" in table
     # Overlapping seeds: the interval straddles 0.5.
     overlap = summarize("tiny", _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [5.0, 9.5, 14.0]))
@@ -477,7 +482,7 @@ def test_ablation_verdicts_come_from_the_probability_of_improvement_interval(tin
     one = summarize("tiny", _runs("gsb_mdpo", [9.0]) + _runs("lambda=0", [1.0, 2.0, 3.0]))
     entries = one["tasks"]["InvertedPendulum-v5"]
     assert entries["lambda=0"]["comparison"]["p_improvement"] is None and entries["gsb_mdpo"]["ci"] is None
-    assert "inconclusive (3 vs 1 seeds)" in report.markdown(one) and "| 9.0 |" in report.markdown(one)
+    assert "(3 vs 1 seeds: too few for a test)" in report.markdown(one) and "| 9.0 |" in report.markdown(one)
     assert one["aggregate_iqm"] is None  # one task: the per-task IQM says it all
 
 
@@ -488,7 +493,7 @@ def test_ablation_table_compares_ode_with_sde_evaluation(tiny_suite):
     summary = summarize("tiny", runs)
     assert summary["tasks"]["InvertedPendulum-v5"]["gsb_mdpo"]["ode_vs_sde"]["verdict"] == "better"
     assert (
-        "| InvertedPendulum-v5 | gsb_mdpo | 10.0 | 5.0 | 1.00 [1.00, 1.00] better (rank test p = 0.10) |"
+        "| InvertedPendulum-v5 | gsb_mdpo | 10.0 | 5.0 | 1.00 [1.00, 1.00] ahead in 9 of 9 pairs (rank test p = 0.10) |"
         in report.markdown(summary)
     )
 
@@ -525,7 +530,10 @@ def test_benchmark_verdicts_read_gsb_mdpo_against_each_column_and_aggregate_norm
     )
     assert "genpo" not in agg["columns"]  # it did not run every task
     table = report.markdown(summary)
-    assert "P(gsb_mdpo > column)" in table and "| 1.00 [1.00, 1.00] better (rank test p = 0.10) |" in table
+    assert (
+        "P(gsb_mdpo > column)" in table
+        and "| 1.00 [1.00, 1.00] ahead in 9 of 9 pairs (rank test p = 0.10) |" in table
+    )
     assert "Aggregate IQM over Hopper-v5, HalfCheetah-v5, on normalised returns" in table
     assert "(not yet run on every task: genpo)." in table
     assert "no run yet" not in table
@@ -598,16 +606,20 @@ def test_the_page_reads_out_gsb_mdpo_against_each_reference_column_and_names_unr
                + _runs("fpo_pp", [20.0, 22.0, 24.0], "Hopper-v5") + _runs("fpo_pp", [5.0, 30.0], "HalfCheetah-v5")
                + _runs("gsb_mdpo", [100.0, 110.0, 120.0], "HalfCheetah-v5"))  # fmt: skip
     text = report.markdown(summarize("ref", records))
-    assert "- Hopper-v5: gsb_mdpo is beaten by `fpo_pp` (P = 0.00 [0.00, 0.00])." in text
     assert (
-        "- HalfCheetah-v5: gsb_mdpo is inconclusive against `fpo_pp` (P = 1.00 [1.00, 1.00], 3 vs 2 seeds)."
+        "- Hopper-v5: gsb_mdpo is ahead of `fpo_pp` in 0 of 9 pairs (P = 0.00 [0.00, 0.00], rank test p = 0.10)."
+        in text
+    )
+    assert (
+        "- HalfCheetah-v5: gsb_mdpo is ahead of `fpo_pp` in 6 of 6 pairs (P = 1.00 [1.00, 1.00], rank test p = 0.20)."
         in text
     )
     assert "`dppo`" not in text  # a paper column's verdicts stay in the table only
     assert "Columns of this suite with no run yet (not in the tables above): sb3_ppo:zoo (reference)." in text
     ran_all = report.markdown(summarize("ref", records + _runs("sb3_ppo:zoo", [1.0] * 3, "Hopper-v5")))
     assert "no run yet (not in the tables above): sb3_ppo" not in ran_all
-    assert "- Hopper-v5: gsb_mdpo is beaten by `fpo_pp`" in ran_all and "beats `sb3_ppo:zoo`" in ran_all
+    assert "- Hopper-v5: gsb_mdpo is ahead of `fpo_pp` in 0 of 9 pairs" in ran_all
+    assert "is ahead of `sb3_ppo:zoo` in 9 of 9 pairs" in ran_all
 
 
 def test_statistics_match_rliable_and_are_reproducible():

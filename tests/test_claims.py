@@ -2,6 +2,8 @@
 correction over a row), the evidence rules on synthetic measurements, each rule's thresholds pinned, when a
 verdict is post hoc, and what the generated text says."""
 
+import json
+
 import pytest
 
 from trainers.benchmark import claims, claims_report
@@ -70,7 +72,7 @@ def test_every_rule_and_threshold_is_pinned():
     assert claims.GENERATION_STEPS == ("N=4", "N=8", "N=32") and claims.ABLATION_SUITES == ("ablation-cpu",)
     rules = {c.short: (c.rule.__name__, c.tasks, c.source, c.every_task) for c in claims.CLAIMS}
     assert rules["strong across the six Gym-MuJoCo tasks"] == ("strong", claims.GYM_TASKS, "suites", True)
-    assert rules["training time lower than DPPO"][0::2] == ("time_lower_than_dppo", "runtime")
+    assert rules["training time on a GPU lower than DPPO"][0::2] == ("time_lower_than_dppo", "runtime")
     assert rules["toy: quadrant-mass L1 error about 0.100"][0::2] == ("toy_l1_about_0_1", "toy")
     assert len(claims.CLAIMS) == 18
 
@@ -197,54 +199,105 @@ def test_ode_against_sde_is_a_paired_test_within_the_ablation_and_over_every_gsb
     assert claims.run_rule(claims.ode_beats_sde, {})[0] is None
 
 
-def test_the_clip_fraction_is_the_share_of_rollout_samples_read_on_the_run_scheduled_as_the_papers():
+def test_the_clip_fraction_reads_both_counts_on_the_run_scheduled_as_the_papers():
     def series(values):
         return {"mean": values, "env_steps": list(range(len(values)))}
 
-    rise = [0.9] + [0.2] * 9  # the first 10% is "the beginning", left out
+    rise = [0.9] + [0.2] * 9  # the first 10% is "the beginning", shown apart
     entries = {"gsb_mdpo:paper-updates": {"sample_clip_frac": series(rise), "step_clip_frac": series([0.05] * 10)},
                "gsb_mdpo": {"step_clip_frac": series([0.2] * 5 + [0.04] * 5)}}  # fmt: skip
     outcome = _judge(claims.clip_fraction_about_0_2, entries)
-    assert outcome.verdict == claims.AGREES
+    assert outcome.verdict == claims.DEPENDS  # samples inside [0.1, 0.3], steps outside
     assert outcome.detail == (
-        "gsb_mdpo:paper-updates: rollout samples with a clipped step 0.200 over 10-100% of training; clipped "
-        "steps 0.050; gsb_mdpo (cosine over its own run) clipped steps 0.200 then 0.040"
+        "gsb_mdpo:paper-updates: rollout samples with a clipped step 0.900 over the first 10% of training, then "
+        "0.200 (0.200 then 0.200), inside [0.1, 0.3]; clipped steps 0.050 over the first 10% of training, then "
+        "0.050 (0.050 then 0.050), outside it; gsb_mdpo (cosine over its own run) clipped steps 0.200 then 0.040"
     )
+    entries["gsb_mdpo:paper-updates"]["step_clip_frac"] = series([0.2] * 10)
+    assert _judge(claims.clip_fraction_about_0_2, entries).verdict == claims.AGREES
     entries["gsb_mdpo:paper-updates"]["sample_clip_frac"] = series([0.05] * 10)
+    entries["gsb_mdpo:paper-updates"]["step_clip_frac"] = series([0.05] * 10)
     assert _judge(claims.clip_fraction_about_0_2, entries).verdict == claims.DISAGREES
     assert (
         _judge(claims.clip_fraction_about_0_2, {"gsb_mdpo": entries["gsb_mdpo"]}) is None
     )  # step shares only
 
 
-def _measurement(seconds, peak_gpu=None):
-    return {"started": "2027-01-01T00:00:00+00:00",
+def _measurement(seconds, peak_gpu=None, gpu="NVIDIA A800"):
+    return {"started": "2027-01-01T00:00:00+00:00", "machine": {"cpu": "x", "cores": 2, "gpu": gpu},
             "methods": {m: {"iteration_seconds": list(s), "env_steps_per_iteration": 1000, "end_to_end_s": 100 * s[0],
                             "peak_rss_mib": 1000.0, "peak_gpu_mib": None if peak_gpu is None else peak_gpu[m]}
                         for m, s in seconds.items()}}  # fmt: skip
 
 
-def test_runtime_claims_read_table3s_ratios_with_the_tolerance():
+def test_runtime_claims_read_table3s_ratios_with_the_tolerance_on_a_gpu_only():
     table3 = {m: [minutes] * 6 for m, (minutes, _) in claims.TABLE3.items()}
     timing = _measurement(table3)  # exactly the paper's ratios
     assert _judge(claims.time_close_to_ppo_fpo_dppo, timing).verdict == claims.AGREES
     slow = _measurement({**table3, "gsb_mdpo": [7.39 * 1.3] * 6})  # 1.3x the paper's ratio: beyond 1.25
     assert _judge(claims.time_close_to_ppo_fpo_dppo, slow).verdict == claims.DISAGREES
-    # Lower than DPPO: iteration times, exact rank-sum test.
-    spread = _measurement(
-        {**table3, "dppo": [8.6, 8.7, 8.8, 8.9, 9.0, 9.1], "gsb_mdpo": [7.3, 7.4, 7.5, 7.6, 7.7, 7.8]}
+    # Lower than DPPO: the mean of each process's iterations against Table 3's ratio, and no test on iterations.
+    assert _judge(claims.time_lower_than_dppo, timing).verdict == claims.AGREES
+    lower, n = claims.run_rule(claims.time_lower_than_dppo, slow)
+    assert (
+        lower.verdict == claims.DISAGREES
+        and n == 0
+        and "no test" in lower.detail
+        and " p " not in lower.detail
     )
-    assert _judge(claims.time_lower_than_dppo, spread).verdict == claims.AGREES
-    mixed = _measurement({**table3, "dppo": [7.0, 9.0, 7.5, 9.5], "gsb_mdpo": [8.0, 8.5, 7.2, 9.2]})
-    assert _judge(claims.time_lower_than_dppo, mixed).verdict == claims.INCONCLUSIVE
-    assert _judge(claims.memory_comparable, timing) is None  # a CPU measurement has no GPU memory
+    on_cpu = _measurement(table3, gpu=None)
+    for rule in (claims.time_close_to_ppo_fpo_dppo, claims.time_lower_than_dppo):
+        outcome = _judge(rule, on_cpu)
+        assert outcome.verdict == claims.NOT_COMPARABLE and outcome.detail.startswith("on a 2-core CPU: ")
+    assert _judge(claims.memory_comparable, on_cpu) is None  # a CPU measurement has no GPU memory
     gpu = {m: 1024 * gb for m, (_, gb) in claims.TABLE3.items()}
     assert _judge(claims.memory_comparable, _measurement(table3, gpu)).verdict == claims.AGREES
     gpu["genpo"] = gpu["gsb_mdpo"] * 5  # GenPO only 5x: not "substantially lower"
     assert _judge(claims.memory_comparable, _measurement(table3, gpu)).verdict == claims.DISAGREES
-    rows = claims_report.rows({}, {"runtime": {"runtime-cpu.json": timing}})
-    (close,) = [r for r in rows if r.claim.rule is claims.time_close_to_ppo_fpo_dppo]
-    assert close.source == "runtime-cpu.json" and close.verdict == claims.AGREES
+    rows = claims_report.rows({}, {"runtime": {"runtime-gpu.json": timing, "runtime-cpu.json": on_cpu}})
+    close = [(r.source, r.verdict) for r in rows if r.claim.rule is claims.time_close_to_ppo_fpo_dppo]
+    assert close == [("runtime-gpu.json on a GPU (NVIDIA A800)", claims.AGREES),
+                     ("runtime-cpu.json on a 2-core CPU", claims.NOT_COMPARABLE)]  # fmt: skip
+
+
+def test_the_committed_runtime_and_clip_rows_name_their_hardware_and_both_counts():
+    """The claims page and the README on the committed measurements: the CPU timing is not judged against the
+    paper's GPU and shows the H200 runs beside it, with no p-value from one process's iterations; the clip
+    fraction depends on the count, both counts shown."""
+    from trainers.benchmark import aggregate
+
+    results = aggregate.RESULTS_DIR
+    summaries = {
+        p.stem: json.loads(p.read_text()) for p in sorted(results.glob("*.json")) if p.stem in SUITES
+    }
+    rows = claims_report.rows(summaries, aggregate.measurements(results))
+    runtime = [r for r in rows if r.claim.source == "runtime" and r.source]
+    assert runtime and all(r.source == "runtime-cpu.json on a 2-core CPU" for r in runtime)
+    assert all(
+        r.verdict == claims.NOT_COMPARABLE
+        and "beside it, compute-gpu-playground on a GPU (NVIDIA H200; CartpoleSwingup" in r.detail
+        for r in runtime
+    )
+    gpu = summaries["compute-gpu-playground"]["tasks"]["CartpoleSwingup"]
+    assert (
+        f"gsb_mdpo {gpu['gsb_mdpo']['wall_s_mean'] / gpu['gaussian_ppo']['wall_s_mean']:.2f}x gaussian_ppo"
+        in runtime[0].detail
+    )
+    assert all("two-sided p" not in r.detail for r in runtime)
+    (clip,) = [r for r in rows if r.claim.rule is claims.clip_fraction_about_0_2]
+    entry = summaries["clip-fraction-cpu-gym"]["tasks"]["HalfCheetah-v5"][claims.CLIP_COLUMN]
+    late = {
+        k: claims._window_mean(entry[k], claims.CLIP_RISE) for k in ("sample_clip_frac", "step_clip_frac")
+    }
+    assert (
+        late["sample_clip_frac"] > claims.CLIP_BAND[1]
+        and claims.CLIP_BAND[0] <= late["step_clip_frac"] <= claims.CLIP_BAND[1]
+    )
+    assert clip.verdict == claims.DEPENDS
+    readme = (results.parents[1] / "README.md").read_text()
+    assert (f"**depends on the count** (clip-fraction-cpu-gym; exploratory; rollout samples with a clipped step "
+            f"{late['sample_clip_frac']:.3f}, clipped steps {late['step_clip_frac']:.3f}") in readme  # fmt: skip
+    assert "**not tested on comparable hardware** (runtime-cpu.json on a 2-core CPU" in readme
 
 
 def test_the_toy_claim_reads_at_least_three_seeds_of_the_papers_algorithm():

@@ -81,8 +81,9 @@ def test_same_seed_gives_identical_metrics(tmp_path, reference_run):
 
 def test_a_longer_run_of_the_same_seed_repeats_the_shorter_ones_iterations(tmp_path, reference_run):
     """With a constant learning rate a run trained further is the shorter run continued, whatever its evaluation
-    schedule: finetune-cpu-gym's `gaussian_ppo:demonstrator-continued` (seed 0) relies on it to keep training
-    the demonstrator."""
+    schedule: what would let finetune-cpu-gym's `gaussian_ppo:demonstrator-continued` (seed 0) repeat the
+    demonstrator's run on the same machine and commit (its committed seed 0 ran on neither, so its page calls the
+    column the demonstrator's recipe rerun)."""
     args = tiny_args(
         tmp_path, "longer", total_steps=8 * 64, eval={"num_evals": 3, "episodes": 2, "final_episodes": 2}
     )

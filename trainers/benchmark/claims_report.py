@@ -8,7 +8,19 @@ import inspect
 
 from . import claims as c
 from . import confirmatory
-from .claims import AGREES, CLAIMS, DISAGREES, INCONCLUSIVE, NOT_MEASURED, Claim, Family, Outcome, number
+from .claims import (
+    AGREES,
+    CLAIMS,
+    DEPENDS,
+    DISAGREES,
+    INCONCLUSIVE,
+    NOT_COMPARABLE,
+    NOT_MEASURED,
+    Claim,
+    Family,
+    Outcome,
+    number,
+)
 from .report import TEMPLATES
 from .suites import SUITES
 
@@ -34,10 +46,11 @@ class Row:
 
 def combine(outcomes: list[str]) -> str:
     """A suite's verdict on a claim from its per-task verdicts: disagrees when any tested task disagrees,
-    agrees when every tested task agrees, inconclusive otherwise."""
+    agrees when every tested task agrees, depends on the count when every tested task's two readings do,
+    inconclusive otherwise."""
     if DISAGREES in outcomes:
         return DISAGREES
-    return AGREES if all(o == AGREES for o in outcomes) else INCONCLUSIVE
+    return next((v for v in (AGREES, DEPENDS) if all(o == v for o in outcomes)), INCONCLUSIVE)
 
 
 def unrun_columns(summary: dict, task: str) -> tuple[str, ...]:
@@ -91,7 +104,8 @@ def _suite_row(claim: Claim, name: str, summary: dict, seen: set) -> Row | None:
         f"{budget_text(summary['budget_env_steps'], summary['preset'])}; {_tests_text(len(first.asked))}"
     )
     verdict, detail = _row_verdict(claim, judged)
-    return Row(claim, name, evidence, verdict, detail, len(first.asked), brief=_brief(corrected))
+    brief = _brief(corrected) or "; ".join(o.brief for o in judged.values() if o.brief)
+    return Row(claim, name, evidence, verdict, detail, len(first.asked), brief=brief)
 
 
 def _brief(tests: Family) -> str:
@@ -146,9 +160,34 @@ def _evidence_rows(claim: Claim, summaries: dict[str, dict], measurements: dict)
     for name, data in sources.items():
         outcome, n = c.run_rule(claim.rule, data)
         if outcome is not None:
-            evidence = f"{name}; {_tests_text(n)}"
-            table.append(Row(claim, name, evidence, outcome.verdict, outcome.detail, n))
+            detail, brief = outcome.detail, outcome.brief
+            if claim.source == "runtime":
+                name = f"{name} on {c.hardware(data['machine'])}"
+            if outcome.verdict == NOT_COMPARABLE:
+                gpus = _gpu_times(summaries)
+                detail += "".join(f"; beside it, {gpu}" for gpu in gpus)
+                brief += "".join(f"; beside it, {gpu}" for gpu in gpus)
+            row = Row(claim, name, f"{name}; {_tests_text(n)}", outcome.verdict, detail, n, brief=brief)
+            table.append(row)
     return table
+
+
+def _gpu_times(summaries: dict[str, dict]) -> list[str]:
+    """Each compute suite run on a GPU, in words: GSB-MDPO's end-to-end time against each other method's (one
+    run each, compilation included, so not the steady state a verdict needs)."""
+    found = []
+    for name, summary in summaries.items():
+        gpu = summary["hardware"].get("gpu") if summary["kind"] == "compute" else None
+        for task, entries in summary["tasks"].items() if gpu else ():
+            ours = entries[c.PROPOSED]["wall_s_mean"]
+            others = ", ".join(
+                f"{ours / e['wall_s_mean']:.2f}x {m}" for m, e in entries.items() if m != c.PROPOSED
+            )
+            found.append(
+                f"{name} on a GPU ({gpu}; {task}, one run each, end to end with compilation, not steady state): "
+                f"{c.PROPOSED} {others}"
+            )
+    return found
 
 
 def _confirmatory_rows(claim: Claim, measurements: dict) -> list[Row]:
@@ -283,6 +322,8 @@ def page(summaries: dict[str, dict], measurements: dict | None = None) -> str:
         tolerance=c.TOLERANCE,
         combine_rule=" ".join(inspect.getdoc(combine).split(": ", 1)[1].split()),
         not_measured=NOT_MEASURED,
+        not_comparable=NOT_COMPARABLE,
+        depends=DEPENDS,
         table=table(summaries, measurements),
         rules=rules,
     )

@@ -31,6 +31,7 @@ def markdown(summary: dict) -> str:
         s=summary,
         proposed=PROPOSED,
         min_seeds=stats.MIN_SEEDS_FOR_VERDICT,
+        level=LEVEL,
         probe_file=PROBE_FILE,
         ablation=summary["kind"] == "ablation",
         hardware=_hardware_text(summary),
@@ -106,11 +107,37 @@ def _mean_std_cell(entries: dict, e: dict) -> str:
     return text + (f" ({len(e['diverged'])} diverged)" if e.get("diverged") else "")
 
 
-def comparison_text(c: dict) -> str:
-    """A comparison's probability of improvement with its interval, verdict and rank-test p."""
+LEVEL = 0.05
+"""A suite page says "better" or "worse" only where the exact rank-sum test of that one comparison has a
+two-sided p at most this (no correction over the page's comparisons: the claims page makes those); otherwise
+it says in how many seed pairs the first column is ahead, beside the exact p."""
+
+
+def _word(c: dict, x: list[float], y: list[float]) -> str:
+    """ "better" or "worse" where the rank test supports it at LEVEL, else "ahead in k of n pairs"."""
+    if c["rank_p"] is not None and c["rank_p"] <= LEVEL:
+        return "better" if c["p_improvement"] > 0.5 else "worse"
+    ahead = sum(a > b for a in x for b in y)
+    return f"ahead in {ahead} of {len(x) * len(y)} pairs"
+
+
+def comparison_text(c: dict, x: list[float], y: list[float]) -> str:
+    """A comparison of runs `x` against runs `y`: the probability of improvement with its interval, the word
+    (`_word`) and the exact rank-test p."""
     if c["p_improvement"] is None:
-        return c["verdict"]
-    return f"{interval_text(c['p_improvement'], c['ci'], 2)} {c['verdict']} (rank test p = {c['rank_p']:.2f})"
+        return f"{_word(c, x, y)} ({_seeds(c)}: too few for a test)"
+    return (
+        f"{interval_text(c['p_improvement'], c['ci'], 2)} {_word(c, x, y)} (rank test p = {c['rank_p']:.2f})"
+    )
+
+
+def _seeds(c: dict) -> str:
+    """The seed counts an untested comparison's verdict names ("3 vs 1 seeds")."""
+    return c["verdict"].removeprefix("inconclusive (").removesuffix(")")
+
+
+def _finals(entries: dict, c: dict) -> tuple[list[float], list[float]]:
+    return entries[c["of"]]["final_per_seed"], entries[c["over"]]["final_per_seed"]
 
 
 def _comparison_cell(entries: dict, e: dict) -> str:
@@ -118,7 +145,7 @@ def _comparison_cell(entries: dict, e: dict) -> str:
     if c is None:
         return "-"
     # A benchmark's comparisons all have GSB-MDPO on one side; an ablation's controls differ per column.
-    return (f"vs {c['over']}: " if c["of"] != PROPOSED else "") + comparison_text(c)
+    return (f"vs {c['over']}: " if c["of"] != PROPOSED else "") + comparison_text(c, *_finals(entries, c))
 
 
 def _clip_text(entry: dict, key: str = "step_clip_frac") -> str:
@@ -163,7 +190,7 @@ def _reference_verdicts(summary: dict) -> list[tuple[str, list[str]]]:
     rows = []
     for task, entries in summary["tasks"].items():
         against = [
-            _verdict_words(v, e["comparison"])
+            _verdict_words(v, e["comparison"], entries)
             for v, e in entries.items()
             if e.get("reference") and e.get("comparison")
         ]
@@ -245,7 +272,10 @@ def _finetune(summary: dict) -> dict:
             kl_text = f"{kl['final_mean']:.3g} ± {kl['final_std']:.2g}" if kl else "- (fresh actor)"
             rows.append(f"| {task} | {v} | {_mean_std_cell({v: e}, e)} | {kl_text} |")
     verdicts = [
-        (task, [_verdict_words(v, e["comparison"]) for v, e in entries.items() if e.get("comparison")])
+        (
+            task,
+            [_verdict_words(v, e["comparison"], entries) for v, e in entries.items() if e.get("comparison")],
+        )
         for task, entries in summary["tasks"].items()
     ]
     budgets = [
@@ -258,12 +288,16 @@ def _finetune(summary: dict) -> dict:
     return {"rows": rows, "verdicts": verdicts, "budgets": budgets}
 
 
-def _verdict_words(column: str, c: dict) -> str:
-    verb = {"better": "beats", "worse": "is beaten by"}.get(c["verdict"], "is inconclusive against")
+def _verdict_words(column: str, c: dict, entries: dict) -> str:
+    word = _word(c, *_finals(entries, c))
+    verb = {"better": f"beats `{column}`", "worse": f"is beaten by `{column}`"}.get(
+        word, f"is {word.replace('ahead in', f'ahead of `{column}` in', 1)}"
+    )
     p = f"P = {interval_text(c['p_improvement'], c['ci'], 2)}" if c["p_improvement"] is not None else ""
-    seeds = c["verdict"].removeprefix("inconclusive ").strip("()") if verb.startswith("is inc") else ""
-    detail = ", ".join(x for x in (p, seeds) if x)
-    return f"{verb} `{column}`" + (f" ({detail})" if detail else "")
+    test = (
+        f"rank test p = {c['rank_p']:.2f}" if c["rank_p"] is not None else f"{_seeds(c)}: too few for a test"
+    )
+    return f"{verb} ({', '.join(x for x in (p, test) if x)})"
 
 
 def _target_rows(summary: dict) -> list[str]:
@@ -288,7 +322,8 @@ def _ablation_rows(summary: dict) -> list[str]:
     for task, entries in summary["tasks"].items():
         for v, e in entries.items():
             det, sto = e["curve"]["mean"], e["curve_stochastic"]["mean"]
-            ode = comparison_text(e["ode_vs_sde"]) if "ode_vs_sde" in e else "-"
+            last = e["curve"]["last_per_seed"], e["curve_stochastic"]["last_per_seed"]
+            ode = comparison_text(e["ode_vs_sde"], *last) if "ode_vs_sde" in e else "-"
             rows.append(
                 f"| {task} | {v} | {_fmt(det[-1] if det else None)} | {_fmt(sto[-1] if sto else None)} | "
                 f"{ode} | {_clip_text(e)} | {_clip_text(e, 'sample_clip_frac')} |"

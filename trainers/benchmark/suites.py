@@ -197,10 +197,10 @@ def _finetune_variants() -> tuple[Variant, ...]:
         Variant("fpo", "fpo", (*_FINETUNE, *_GSB_GYM_POLICY, "--algo.no-clip-iterates")),
         Variant("dppo", "dppo", (*_FINETUNE, *_GSB_GYM_POLICY, "--algo.no-time-reversed", "--algo.no-ddpm")),
         Variant("gsb_mdpo:scratch", "gsb_mdpo"),
-        # Keep training the demonstrator for the fine-tuning budget: Gaussian PPO from scratch for the
-        # demonstrator's steps plus the budget (a later --total-steps wins over the runner's). Seed 0 is the
-        # demonstrator's own run continued (same preset, geometry and seed; the evaluations do not touch the
-        # training stream); seeds 1 and 2 are the same recipe with other seeds.
+        # The demonstrator's recipe rerun for its steps plus the fine-tuning budget: Gaussian PPO from scratch
+        # (a later --total-steps wins over the runner's), same preset, geometry and seeds 0-2. It does not resume
+        # the demonstrator's own run (its folder is not kept): the committed seed 0, run on another machine and
+        # commit, follows another curve, so the page calls the column the recipe rerun.
         Variant(
             "gaussian_ppo:demonstrator-continued",
             "gaussian_ppo",
@@ -438,7 +438,7 @@ SUITES: dict[str, Suite] = {
             name="finetune-cpu-gym",
             description="Fine-tuning from demonstrations on two Gymnasium tasks: a flow policy cloned from a "
             "medium Gaussian PPO policy's episodes, then fine-tuned by GSB-MDPO (three lambdas), FPO and DPPO, "
-            "against the clone alone, GSB-MDPO from scratch and the demonstrator itself trained on, each for the "
+            "against the clone alone, GSB-MDPO from scratch and the demonstrator's recipe rerun, each for the "
             "same fine-tuning budget.",
             tasks=("Hopper-v5", "HalfCheetah-v5"),
             total_steps=_FINETUNE_STEPS,
@@ -452,8 +452,8 @@ SUITES: dict[str, Suite] = {
             "PPO stopped at 200k steps (seed 0), 30 episodes recorded with action noise 0.1, one clone per seed "
             "(5,000 bridge-matching steps); `bc` is that clone scored under the same protocol (its network frozen; its observation normaliser follows the rollouts as in every run, which alone moves it by the path KL shown), "
             "`gsb_mdpo` the fine-tuning at the preset's lambda = 0.08, `gsb_mdpo:scratch` a fresh actor, "
-            "`gaussian_ppo:demonstrator-continued` the demonstrator trained on for the same 100k steps (300k in "
-            "all; seed 0 continues the demonstrator's own run, seeds 1-2 repeat its recipe with other seeds). The "
+            "`gaussian_ppo:demonstrator-continued` the demonstrator's recipe rerun from scratch for 300k steps (its "
+            "200k and the same 100k; not the demonstrator's own run resumed: its seed 0 follows another curve). The "
             "budget table counts the demonstrator's and the demonstrations' env steps",
             pretraining=_FINETUNE_PRETRAINING,
             kind="finetune",
@@ -497,7 +497,9 @@ SUITES: dict[str, Suite] = {
         ),
         Suite(
             name="small-envs",
-            description="GSB-MDPO's defaults (`--preset cpu`, what `trainers.gsb_mdpo.train(MyEnv)` runs) on small "
+            description="GSB-MDPO's defaults (`--preset cpu`, what `trainers.gsb_mdpo.train(MyEnv)` runs: the paper's "
+            "update, but its small geometry and networks, reward normalisation, gradient clip, value-loss weight and "
+            "noise hold are not the paper's) on small "
             "envs unlike the one they were first tuned on (InvertedPendulum), next to Stable-Baselines3 PPO with its "
             "own defaults and with rl-baselines3-zoo's settings where the zoo has them without gSDE, and the "
             "do-nothing and random floors.",

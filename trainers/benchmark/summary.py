@@ -280,7 +280,7 @@ def _demonstrator_steps(suite, task: str) -> int:
 def budget(suite, variant, task: str, own_steps: int) -> dict:
     """A fine-tuning column's env steps with what came before its run counted: a column started from the clone
     owes the demonstrator's run and the demonstrations (at most the episodes times the task's time limit), the
-    continued demonstrator's own run holds the demonstrator's steps already, a column from scratch owes
+    demonstrator's recipe rerun holds the demonstrator's steps in its own run, a column from scratch owes
     nothing."""
     import gymnasium
 
@@ -291,7 +291,7 @@ def budget(suite, variant, task: str, own_steps: int) -> dict:
     elif variant.method == spec.demonstrator:
         before, starts = (
             0,
-            f"nothing: the demonstrator's run continued ({spec.demonstrator_steps:,} steps of it)",
+            f"nothing: the demonstrator's recipe rerun (its {spec.demonstrator_steps:,} steps included)",
         )
     else:
         before, starts = 0, "scratch"
