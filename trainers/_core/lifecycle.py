@@ -146,6 +146,7 @@ class RunLifecycle:
         """Load the checkpoint into `learner` if resuming, write run.json and open the metrics log.
         `group`: the seeds trained together in this process, if any (recorded in run.json)."""
         resumed = self.args.resume and self.restore(learner)
+        self.settle_best_candidate()
         if self.writer:
             (self.run_dir / DIVERGED_FILE).unlink(missing_ok=True)
             self.experiment = experiment_sha256(
@@ -182,15 +183,19 @@ class RunLifecycle:
         self.num_records, self.elapsed = meta["num_records"], meta["elapsed"]
         self.checkpointed = self.iteration = meta["iteration"]
         self.best = meta.get("best_return")
-        pending = self.run_dir / BEST_PENDING
-        if self.writer and pending.is_dir():
-            # A candidate of an evaluation the checkpoint covers (a kill between the commit and the promotion)
-            # is the best; one of a later, discarded evaluation goes with it.
-            if json.loads((pending / BEST_RECORD).read_text())["iteration"] <= meta["iteration"]:
-                self._promote_best()
-            else:
-                shutil.rmtree(pending)
         return True
+
+    def settle_best_candidate(self) -> None:
+        """At a resume, the pending best policy left by the interrupted attempt: the best if the checkpoint
+        resumed covers its evaluation (a kill between the commit and the promotion), else gone with the
+        evaluations the resume discards."""
+        pending = self.run_dir / BEST_PENDING
+        if not (self.writer and pending.is_dir()):
+            return
+        if json.loads((pending / BEST_RECORD).read_text())["iteration"] <= (self.checkpointed or 0):
+            self._promote_best()
+        else:
+            shutil.rmtree(pending)
 
     def save_checkpoint(self, learner: Learner) -> None:
         """Write the checkpoint (a collective: every process calls it; process 0 writes)."""
