@@ -32,7 +32,7 @@ try:
     import onnxruntime as ort
 except ModuleNotFoundError as err:  # the one dependency beyond numpy: say how to get it
     raise ModuleNotFoundError(
-        'OnnxPolicy needs onnxruntime: pip install onnxruntime (or pip install "gsbpolicy[onnx]")',
+        'OnnxPolicy needs onnxruntime: pip install onnxruntime (or, in a clone of gsbpolicy, pip install -c tests/constraints.txt -e ".[onnx]")',
         name=err.name,
     ) from err
 

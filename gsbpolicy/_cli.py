@@ -27,7 +27,7 @@ class CommandError(Exception):
 
 
 class MissingExtraError(ImportError):
-    """An optional dependency group (a `pip install -e ".[extra]"`) is not installed."""
+    """An optional dependency group (a `pip install -c tests/constraints.txt -e ".[extra]"`) is not installed."""
 
 
 def one_line(message: object) -> str:
@@ -58,7 +58,7 @@ def require_extra(extra: str, modules: Sequence[str], command: str, *, exit_now:
     missing = [name for name in modules if not _installed(name)]
     if not missing:
         return
-    message = f'{command} needs {", ".join(missing)}: pip install -e ".[{extra}]"'
+    message = f'{command} needs {", ".join(missing)}: pip install -c tests/constraints.txt -e ".[{extra}]"'
     if exit_now:
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(FAILURE)
@@ -91,7 +91,14 @@ RUN_OWNED = {
 """The files a trainer keeps at the top of its run folder, by what they are."""
 POLICY_OWNED = {"config.json": "config", "model.safetensors": "weights", "results.json": "results"}
 """The files of a saved policy folder, by what they are (policy.onnx is left out: re-exporting it is allowed)."""
-RUN_SUBFOLDERS = ("policy", "checkpoint", "checkpoint.tmp", "checkpoint.old")
+RUN_SUBFOLDERS = (
+    "policy",
+    "best_policy",
+    "best_policy.pending",
+    "checkpoint",
+    "checkpoint.tmp",
+    "checkpoint.old",
+)
 
 
 def is_run_folder(folder: Path) -> bool:

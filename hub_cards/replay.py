@@ -23,7 +23,7 @@ def _encoder():
         import imageio_ffmpeg
     except ImportError as err:
         raise ReplayUnavailable(
-            f"no video encoder ({err.name} is not installed: pip install imageio-ffmpeg)"
+            f'no video encoder ({err.name} is not installed: pip install -c tests/constraints.txt -e ".[hub]")'
         ) from err
     try:
         imageio_ffmpeg.get_ffmpeg_exe()

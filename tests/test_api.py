@@ -75,6 +75,9 @@ def test_a_custom_env_trains_loads_and_evaluates(trained):
     policy, out = trained
     assert isinstance(policy, GSBPolicy)
     assert (out / "policy" / "results.json").is_file() and (out / "checkpoint").is_dir()
+    assert not (
+        out / "best_policy"
+    ).exists()  # keeping the best evaluated policy is an option, never the default
     loaded = GSBPolicy.from_pretrained(out / "policy")
     env = gymnasium.make_vec("custom/Reach-v0", num_envs=2)
     result = evaluate(loaded, env, n_episodes=4, seed=1)
@@ -108,12 +111,12 @@ def _records(run_dir):
     return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in lines]
 
 
-def _crash_in_third_iteration(monkeypatch):
+def _crash_in_third_iteration(monkeypatch, iteration: int = 3):
     original, calls = Trainer._collect_and_update, []
 
     def crash(self):
         calls.append(1)
-        if len(calls) == 3:  # after the checkpoint of iteration 2
+        if len(calls) == iteration:  # by default after the checkpoint of iteration 2
             raise KeyboardInterrupt
         return original(self)
 
@@ -173,3 +176,63 @@ def test_a_callable_keeps_its_id_and_a_second_one_of_that_name_is_refused():
 def test_overrides_replace_fields_and_update_groups():
     args = with_overrides(gsb_mdpo.cpu_preset("Hopper-v5"), {"seed": 3, "rollout": {"num_envs": 4}})
     assert args.seed == 3 and args.rollout.num_envs == 4 and args.rollout.unroll_length == 32
+
+
+def test_keep_best_keeps_the_best_evaluation_beside_the_last_and_the_last_line_names_both(tmp_path, capsys):
+    """`log={"keep_best": True}` (`--log.keep-best`): `best_policy/` holds the policy of the best deterministic
+    evaluation in metrics.jsonl (it reproduces that evaluation's return on the same episodes), labelled by its
+    best.json; `policy/` stays the last iteration's; the run ends with one line naming both with their returns."""
+    from trainers._core.evaluation import eval_seed
+
+    out = tmp_path / "run"
+    options = {**TINY, "eval": {"num_evals": 4, "episodes": 4, "final_episodes": 4}}
+    gsb_mdpo.train(Reach, output_dir=out, **{**options, "log": {"progress": False, "keep_best": True}})
+    last_line = capsys.readouterr().out.splitlines()[-1]
+    evals = [r for r in _records(out) if r["type"] == "eval"]
+    best = max(evals, key=lambda r: r["eval/return_deterministic"])
+    record = json.loads((out / "best_policy" / "best.json").read_text())
+    assert "policy/ is the last iteration's" in record["label"]
+    assert (record["iteration"], record["mean"]) == (best["iteration"], best["eval/return_deterministic"])
+    env = gymnasium.make_vec("custom/Reach-v0", num_envs=4, vectorization_mode="sync")
+    again = evaluate(
+        GSBPolicy.from_pretrained(out / "best_policy"), env, 4, True, eval_seed(0, best["iteration"])
+    )
+    assert again.mean == pytest.approx(record["mean"], rel=1e-5)
+    results = json.loads((out / "policy" / "results.json").read_text())
+    assert results["env_steps"] == options["total_steps"] and not (out / "best_policy.pending").exists()
+    assert last_line == (
+        f"policy saved to {out / 'policy'}: return {results['mean']:.1f} +/- {results['std']:.1f} over 4 "
+        f"deterministic episodes on custom/Reach-v0; best evaluated policy (return {record['mean']:.1f} over 4 "
+        f"episodes at {record['env_steps']:,} env steps) saved to {out / 'best_policy'}"
+    )
+
+
+@pytest.mark.parametrize(
+    "num_evals, checkpoint_every, killed_in",
+    [(8, 8, 3), (16, 2, 4)],
+    ids=["before any checkpoint", "after one"],
+)
+def test_keep_best_after_a_resume_is_the_best_of_the_evaluations_the_run_kept(
+    tmp_path, monkeypatch, num_evals, checkpoint_every, killed_in
+):
+    """A run killed after an evaluation that beat every earlier one but before a checkpoint covered it: the
+    candidate it left (`best_policy.pending`) goes with the evaluations the resume discards, and the resumed
+    run's best is again the best evaluation of its metrics.jsonl (the first evaluation is not at iteration 1, so
+    a stale candidate would otherwise be promoted by the first checkpoint)."""
+    out = tmp_path / "run"
+    options = {
+        **TINY,
+        "eval": {"num_evals": num_evals, "episodes": 4, "final_episodes": 4},
+    }  # of 16 iterations
+    log = {"progress": False, "checkpoint_every": checkpoint_every, "keep_best": True}
+    original = _crash_in_third_iteration(monkeypatch, killed_in)
+    with pytest.raises(KeyboardInterrupt):
+        gsb_mdpo.train(Reach, output_dir=out, **{**options, "log": log})
+    pending = json.loads((out / "best_policy.pending" / "best.json").read_text())
+    assert pending["iteration"] == killed_in - 1 and pending["iteration"] > (2 if killed_in == 4 else 0)
+    monkeypatch.setattr(Trainer, "_collect_and_update", original)
+    gsb_mdpo.train(Reach, output_dir=out, resume=True, **{**options, "log": log})
+    evals = [r for r in _records(out) if r["type"] == "eval"]
+    best = max(evals, key=lambda r: r["eval/return_deterministic"])
+    record = json.loads((out / "best_policy" / "best.json").read_text())
+    assert (record["iteration"], record["mean"]) == (best["iteration"], best["eval/return_deterministic"])

@@ -366,7 +366,7 @@ def _publish_rows() -> list[Row]:
             2, "other/policy is a saved policy's folder: writing there would replace it"),
         Row("publish: the hub extra is not installed", "publish",
             lambda s, mp: (_hide_module(mp, "jinja2"), s.publish())[1],
-            1, 'needs jinja2: pip install -e ".[hub]"'),
+            1, 'needs jinja2: pip install -c tests/constraints.txt -e ".[hub]"'),
     ]  # fmt: skip
 
 
@@ -521,7 +521,12 @@ sys.meta_path.insert(0, Blocker())
 @pytest.mark.parametrize(
     ("module", "args", "code", "message"),
     [
-        ("export.onnx", ["POLICY", "--out", "x.onnx"], 1, 'needs jax2onnx: pip install -e ".[onnx]"'),
+        (
+            "export.onnx",
+            ["POLICY", "--out", "x.onnx"],
+            1,
+            'needs jax2onnx: pip install -c tests/constraints.txt -e ".[onnx]"',
+        ),
         ("hub_cards.publish", ["nope", "--repo-id", "org/flow"], 2, "run folder not found: nope"),
     ],
     ids=["export.onnx without the onnx extra", "publish of a missing run folder"],

@@ -434,7 +434,10 @@ def test_missing_extra_names_its_install_command(tmp_path, capsys, monkeypatch):
         main([*TINY, "--log.tensorboard", "--output-dir", str(tmp_path / "run")])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
-    assert err == 'error: --log.tensorboard needs tensorboard: pip install -e ".[train]"\n'
+    assert (
+        err
+        == 'error: --log.tensorboard needs tensorboard: pip install -c tests/constraints.txt -e ".[train]"\n'
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -559,7 +562,10 @@ def test_end_to_end_missing_sb3_names_the_extra(tmp_path):
     block = "import sys\nsys.modules['stable_baselines3'] = None  # as if the sb3 extra were not installed"
     proc = run_module("trainers.ppo", ["--output-dir", str(tmp_path / "run")], prelude=block)
     assert proc.returncode == 1
-    assert proc.stderr == 'error: trainers.ppo needs stable_baselines3: pip install -e ".[sb3]"\n'
+    assert (
+        proc.stderr
+        == 'error: trainers.ppo needs stable_baselines3: pip install -c tests/constraints.txt -e ".[sb3]"\n'
+    )
     assert not (tmp_path / "run").exists()
 
 

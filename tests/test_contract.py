@@ -109,10 +109,7 @@ def test_a_killed_run_resumes(finished, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(RunLifecycle, "iteration_done", original)
     _main(name)([*TINY, "--output-dir", str(out), "--resume"])
     closing = capsys.readouterr().out
-    assert (
-        "final evaluation on InvertedPendulum-v5: return" in closing
-        and "over 2 deterministic episodes" in closing
-    )
+    assert "over 2 deterministic episodes on InvertedPendulum-v5" in closing.splitlines()[-1]
     export = f"python -m export.onnx {out / 'policy'} --out {out / 'policy' / 'policy.onnx'}\n"
     assert export in closing and f"hub_cards.publish {out} " in closing
     if registry.get_algo(name).exact_resume:

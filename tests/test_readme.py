@@ -4,6 +4,7 @@ command trains, saves a loadable policy and refuses to run again over it; the te
 `tests/test_docs.py` runs, and its numbers are generated (the aggregation's and the performance report's checks
 fail when a block is stale)."""
 
+import ast
 import re
 import shlex
 import subprocess
@@ -12,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from only_extras import prelude
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -35,8 +37,8 @@ def test_the_training_command_trains_saves_and_refuses_to_run_again(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     policy = QUICKSTART_RUN / "policy"
     assert (
-        "final evaluation on InvertedPendulum-v5: return" in done.stdout
-        and f"policy saved to {policy}" in done.stdout
+        f"policy saved to {policy}: return " in done.stdout.splitlines()[-1]
+        and "deterministic episodes on InvertedPendulum-v5" in done.stdout.splitlines()[-1]
     )
     assert (tmp_path / policy / "model.safetensors").is_file()
     again = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
@@ -101,3 +103,47 @@ def test_the_own_env_example_learns(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     trained, floor = map(float, re.search(r"trained (\S+), doing nothing (\S+)", done.stdout).groups())
     assert floor < -50 and trained > floor / 2, done.stdout
+
+
+def test_one_install_brings_everything_the_readme_uses():
+    """The README's first install command (its extras) is all its blocks and its `python -m` commands need: each
+    module they import or run imports where only those extras are installed. The test command's block brings its
+    own install (`.[dev]`) and is left out."""
+    install = re.search(r'pip install -c tests/constraints\.txt -e "\.\[([a-z0-9,]+)\]"', _bash_blocks()[0])
+    assert install, _bash_blocks()[0]
+    extras = install.group(1).split(",")
+    blocks = re.findall(r"```(?:bash|python)\n(.*?)```", README, re.S)
+    used = {name for name in re.findall(r"python -m ([\w.]+)", README) if name not in ("venv", "pytest")}
+    for code in (c for c in blocks if not c.startswith("pip install") or "[dev]" not in c):
+        if code.lstrip().startswith(("import", "from")):
+            for node in ast.walk(ast.parse(code)):
+                if isinstance(node, ast.Import):
+                    used |= {alias.name for alias in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    used.add(node.module)
+    assert {"trainers.gsb_mdpo", "export.onnx", "export.runtime", "gsbpolicy"} <= used, used
+    script = (
+        prelude(extras)
+        + f"import importlib\nfor name in {sorted(used)!r}:\n    importlib.import_module(name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_every_install_hint_keeps_the_lock():
+    """An install from a clone (`pip install ... -e`), printed by a command or written on a page, goes through
+    the lock as the README's commands do: without `-c tests/constraints.txt` pip takes whatever is newest."""
+    paths = [*ROOT.glob("*.md"), *(ROOT / "docs").rglob("*.md")]
+    paths += [
+        p
+        for package in ("gsbpolicy", "trainers", "export", "hub_cards", "tests")
+        for p in (ROOT / package).rglob("*.py")
+    ]
+    hints = [
+        (path.relative_to(ROOT), hint)
+        for path in paths
+        for hint in re.findall(r"pip install[^`'\\\n]*? -e [^`'\\\n]*", path.read_text())
+    ]
+    assert len(hints) > 10 and all("-c tests/constraints.txt" in hint for _, hint in hints), [
+        h for h in hints if "-c tests/constraints.txt" not in h[1]
+    ]

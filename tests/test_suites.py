@@ -421,3 +421,31 @@ def test_committed_pages_use_verdict_words_only_where_an_exact_test_supports_the
     assert (
         "[percentile-bootstrap interval over the seeds, nominal 95%: over 3 seeds it covers less]" in readme
     )
+
+
+@pytest.mark.parametrize("task", SUITES["gym-continuous"].tasks)
+def test_gym_continuous_sets_the_default_beside_sb3_ppos_defaults_on_each_task_at_its_written_budget(task):
+    """gym-continuous (issue 67): every task a user tries first, 3 seeds, GSB-MDPO's `cpu` preset (what
+    `gsb_mdpo.train(env)` runs) beside SB3 PPO's constructor defaults, the floors, and each budget both in the
+    suite's note and in the column's command; the task makes with the installed extras (Box2D's from `box2d`)."""
+    import gymnasium
+
+    suite = SUITES["gym-continuous"]
+    assert (
+        suite.seeds == (0, 1, 2) and suite.floors and suite.variant_names == ["gsb_mdpo", "sb3_ppo:defaults"]
+    )
+    ours, theirs = (
+        _args("gym-continuous", "gsb_mdpo", task),
+        _args("gym-continuous", "sb3_ppo:defaults", task),
+    )
+    assert (ours.preset, theirs.preset) == ("cpu", "sb3")
+    assert ours.total_steps == theirs.total_steps == suite.steps(task)
+    assert f"{suite.steps(task) // 1000:,}k" in suite.budget_note or f"{suite.steps(task) // 1_000_000}M" in (
+        suite.budget_note
+    )
+    assert (theirs.rollout.num_envs, theirs.rollout.unrolls_per_iteration, theirs.rollout.epochs) == (
+        1,
+        2048,
+        10,
+    )
+    gymnasium.make(task).close()

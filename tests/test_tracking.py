@@ -132,5 +132,5 @@ def test_without_wandb_the_flag_is_one_line_naming_the_extra(monkeypatch, tmp_pa
         gsb_mdpo.main([*TINY, "--output-dir", str(tmp_path / "run"), "--log.wandb"])
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 1 and "\n" not in err  # a missing extra is a failure, not a usage error
-    assert "--log.wandb" in err and 'pip install -e ".[track]"' in err
+    assert "--log.wandb" in err and 'pip install -c tests/constraints.txt -e ".[track]"' in err
     assert not (tmp_path / "run").exists()

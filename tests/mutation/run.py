@@ -1,6 +1,6 @@
 """Mutation testing of the maths and training modules with mutmut 3 (not part of CI: it takes minutes per module).
 
-    pip install -e ".[mutation]"
+    pip install -c tests/constraints.txt -e ".[mutation]"
     python tests/mutation/run.py gae sde            # named modules (see MODULES), one after the other
     python tests/mutation/run.py --all              # every module in MODULES
     python tests/mutation/run.py sde --minutes 20   # stop after 20 minutes, report what was tested
@@ -284,7 +284,7 @@ def main(argv=None) -> None:
     if unknown:
         parser.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
     if shutil.which("mutmut") is None:
-        parser.error('mutmut is not installed: pip install -e ".[mutation]"')
+        parser.error('mutmut is not installed: pip install -c tests/constraints.txt -e ".[mutation]"')
     if (args.report_only or args.resume) and args.scratch is None:
         parser.error("--report-only and --resume need the --scratch of the run")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="gsbpolicy-mutation-"))

@@ -91,15 +91,19 @@ def train(presets: dict, make_trainer, env, preset: str, overrides: dict[str, An
     and return the policy folder loaded as a `GSBPolicy`."""
     from gsbpolicy import GSBPolicy
 
+    from .cli import saved_line
+
     if preset not in presets:
         raise ValueError(f"unknown preset {preset!r}; presets: {', '.join(sorted(presets))}")
     env_id = resolve_env(env)
     args = with_overrides(presets[preset](env_id), {"env": env_id, **overrides})
     args.validate()
     result = make_trainer(args).run()
-    if isinstance(result, list):  # several `seeds`: one policy per seed
-        return [GSBPolicy.from_pretrained(policy_dir) for policy_dir in result]
-    return GSBPolicy.from_pretrained(result)
+    policy_dirs = result if isinstance(result, list) else [result]  # several `seeds`: one policy per seed
+    for policy_dir in policy_dirs:
+        print(saved_line(policy_dir), flush=True)
+    policies = [GSBPolicy.from_pretrained(policy_dir) for policy_dir in policy_dirs]
+    return policies if isinstance(result, list) else policies[0]
 
 
 TRAIN_DOC = """Train `{name}` on `env` from Python and return the policy as a `GSBPolicy`; the run folder is the CLI's.

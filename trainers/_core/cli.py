@@ -167,18 +167,34 @@ def quote(path: Path | str) -> str:
     return shlex.quote(str(path))
 
 
-def closing_lines(policy_dir: Path) -> str:
-    """What the end of training prints: the final evaluation, where the policy is, and what to do next."""
+def saved_line(policy_dir: Path) -> str:
+    """The one line that ends training (the command line's and `train()`'s): where the policy is and what its
+    final evaluation scored, and, with `--log.keep-best`, the best evaluated policy beside it."""
     results = json.loads((policy_dir / "results.json").read_text())
+    line = (
+        f"policy saved to {policy_dir}: return {results['mean']:.1f} +/- {results['std']:.1f} over "
+        f"{results['n_episodes']} deterministic episodes on {results['env_id']}"
+    )
+    best = policy_dir.parent / "best_policy"
+    if (best / "best.json").is_file():
+        record = json.loads((best / "best.json").read_text())
+        line += (
+            f"; best evaluated policy (return {record['mean']:.1f} over {record['n_episodes']} episodes at "
+            f"{record['env_steps']:,} env steps) saved to {best}"
+        )
+    return line
+
+
+def closing_lines(policy_dir: Path) -> str:
+    """What the end of training prints: what to do next with the policy, then `saved_line`."""
     return "\n".join(
         [
-            f"\nfinal evaluation on {results['env_id']}: return {results['mean']:.1f} +/- {results['std']:.1f} over "
-            f"{results['n_episodes']} deterministic episodes",
-            f"policy saved to {policy_dir}",
+            "\nnext, with the policy below:",
             f"  load it:    {LOAD_HINT.format(str(policy_dir))}",
             # Quoted for the shell: a folder name with a space or a `$(...)` is copied as one argument.
             f"  export it:  python -m export.onnx {quote(policy_dir)} --out {quote(policy_dir / 'policy.onnx')}",
             f"  publish it: python -m hub_cards.publish {quote(policy_dir.parent)} --repo-id ORG/NAME --dry-run",
+            saved_line(policy_dir),
         ]
     )
 

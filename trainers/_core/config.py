@@ -237,6 +237,12 @@ class LogArgs:
     """Show a console progress bar."""
     export_onnx: bool = False
     """Also write policy.onnx into the policy folder (needs the `onnx` extra)."""
+    keep_best: bool = False
+    """Also keep the policy of the best deterministic evaluation during training in `best_policy/` beside
+    `policy/` (as SB3's EvalCallback keeps best_model), its `best.json` saying which evaluation it was; `policy/`
+    and results.json stay the last iteration's. A best is kept once a checkpoint covers it (a resume discards the
+    evaluations after the checkpoint, and a best among them with them); turned on at a resume, it compares the
+    evaluations from there on."""
     wandb: bool = False
     """Also log every metrics.jsonl record to Weights & Biases, at step env_steps (needs the `track`
     extra; `WANDB_MODE=offline` keeps it on disk). A --resume continues the same wandb run."""

@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import functools
 import json
+import shutil
 from pathlib import Path
 
 from gsbpolicy._files import atomic_write_text
@@ -38,6 +39,11 @@ def eval_iterations(args: TrainArgs) -> set[int]:
         due = {max(1, round(k * n / args.eval.num_evals)) for k in range(1, args.eval.num_evals + 1)}
     return due | {n}
 
+
+BEST_POLICY, BEST_PENDING, BEST_RECORD = "best_policy", "best_policy.pending", "best.json"
+"""`--log.keep-best`: the folder of the best evaluated policy, the candidate written at an evaluation (it becomes
+`best_policy` when the next checkpoint is committed, so that the best kept always belongs to the evaluations a
+resume keeps), and the record inside both saying which evaluation it was."""
 
 DIVERGED_FILE = "diverged.json"
 """Written into the run folder when a run stops on a non-finite update (the iteration, the quantity that went
@@ -105,6 +111,7 @@ class RunLifecycle:
         self.logger = None
         self.experiment = None  # run.json's experiment hash, which every checkpoint record carries
         self.watch = LearningWatch()
+        self.best = None  # --log.keep-best: the best deterministic evaluation return so far
 
     def release(self) -> None:
         """Give up the run folder's lock (the end of `run` does it; so does the end of the process)."""
@@ -139,6 +146,7 @@ class RunLifecycle:
         """Load the checkpoint into `learner` if resuming, write run.json and open the metrics log.
         `group`: the seeds trained together in this process, if any (recorded in run.json)."""
         resumed = self.args.resume and self.restore(learner)
+        self.settle_best_candidate()
         if self.writer:
             (self.run_dir / DIVERGED_FILE).unlink(missing_ok=True)
             self.experiment = experiment_sha256(
@@ -174,7 +182,20 @@ class RunLifecycle:
             )
         self.num_records, self.elapsed = meta["num_records"], meta["elapsed"]
         self.checkpointed = self.iteration = meta["iteration"]
+        self.best = meta.get("best_return")
         return True
+
+    def settle_best_candidate(self) -> None:
+        """At a resume, the pending best policy left by the interrupted attempt: the best if the checkpoint
+        resumed covers its evaluation (a kill between the commit and the promotion), else gone with the
+        evaluations the resume discards."""
+        pending = self.run_dir / BEST_PENDING
+        if not (self.writer and pending.is_dir()):
+            return
+        if json.loads((pending / BEST_RECORD).read_text())["iteration"] <= (self.checkpointed or 0):
+            self._promote_best()
+        else:
+            shutil.rmtree(pending)
 
     def save_checkpoint(self, learner: Learner) -> None:
         """Write the checkpoint (a collective: every process calls it; process 0 writes)."""
@@ -187,7 +208,8 @@ class RunLifecycle:
         before it commits any; see `trainers._core.seed_group`)."""
         meta = {"iteration": learner.iteration, "env_steps": learner.env_steps, **learner.checkpoint_fields(),
                 "num_records": self.num_records, "elapsed": self.elapsed,
-                "metrics_sha256": self.logger.metrics_sha256, "experiment_sha256": self.experiment}  # fmt: skip
+                "metrics_sha256": self.logger.metrics_sha256, "experiment_sha256": self.experiment,
+                "best_return": self.best}  # fmt: skip
         write_checkpoint(self.run_dir / "checkpoint", learner.checkpoint_trees(), meta)
         self.checkpointed = meta["iteration"]
 
@@ -195,6 +217,39 @@ class RunLifecycle:
         """The second half of `save_checkpoint`: the checkpoint `write_checkpoint` wrote becomes the current one."""
         if self.writer:
             commit_checkpoint(self.run_dir / "checkpoint")
+            if (self.run_dir / BEST_PENDING).is_dir():
+                self._promote_best()
+
+    def _promote_best(self) -> None:
+        """The pending best policy becomes `best_policy/`."""
+        best = self.run_dir / BEST_POLICY
+        if best.is_dir():
+            shutil.rmtree(best)
+        (self.run_dir / BEST_PENDING).rename(best)
+
+    def keep_if_best(self, learner: Learner, record: dict) -> None:
+        """`--log.keep-best`: save the policy just evaluated as the pending best if it beats every earlier one."""
+        value = record["eval/return_deterministic"]
+        if self.best is not None and value <= self.best:
+            return
+        self.best = value
+        if not self.writer:
+            return
+        pending = self.run_dir / BEST_PENDING
+        if pending.is_dir():
+            shutil.rmtree(pending)
+        learner.save_actor(pending)
+        best = {
+            "label": "the best deterministic evaluation during training (policy/ is the last iteration's)",
+            "env_id": self.args.env,
+            "algo": self.algo,
+            "iteration": record["iteration"],
+            "env_steps": record["env_steps"],
+            "mean": value,
+            "std": record["eval/return_deterministic_std"],
+            "n_episodes": self.args.eval.episodes,
+        }
+        atomic_write_text(pending / BEST_RECORD, json.dumps(best, indent=2) + "\n")
 
     def non_finite(self, what: str, iteration: int, env_record: dict | None = None) -> NonFiniteError:
         """The error that stops a run whose `iteration` went non-finite, before anything of that iteration is
@@ -250,6 +305,8 @@ class RunLifecycle:
         if iteration in self.due_evals:
             record = eval_record(iteration, env_steps, functools.partial(self.evaluate, learner))
             self._write(record)
+            if self.args.log.keep_best:
+                self.keep_if_best(learner, record)
             warning = self.watch.after(record)
             if warning and self.writer:
                 print(warning, flush=True)

@@ -20,7 +20,7 @@ from .runlog import RUN_JSON, args_record, config_changes, experiment_sha256, fl
 LOCK_NAME = "run.lock"
 METRICS = "metrics.jsonl"
 WRITTEN = (LOCK_NAME, RUN_JSON, METRICS, "checkpoint", "checkpoint.tmp", "checkpoint.old", "policy",
-           "diverged.json", "tensorboard", "wandb")  # fmt: skip
+           "best_policy", "best_policy.pending", "diverged.json", "tensorboard", "wandb")  # fmt: skip
 """Everything a trainer writes inside its run folder: none of them may be a symbolic link (a link planted at a
 predictable path would make the trainer write to, truncate or delete what it points at)."""
 
