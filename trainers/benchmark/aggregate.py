@@ -76,7 +76,9 @@ def registrations_table(results_dir: Path) -> str:
     judged = []
     for registration, records in registered_runs(results_dir).values():
         rule = confirmatory.judge if registration.get("suite") else confirmatory.judge_toy
-        judged.append((registration, rule(registration, records)))
+        # A suite's page exists once its ledger has a run (the page is generated from the ledger).
+        page = bool(registration.get("suite") and records)
+        judged.append((registration, rule(registration, records), page))
     return TEMPLATES.get_template("preregistration.md.jinja").render(
         registrations=judged, test_names=confirmatory.TEST_NAMES
     )
