@@ -662,25 +662,27 @@ CLAIMS = (
           "toy: quadrant-mass L1 error about 0.100", toy_l1_about_0_1, source="toy"),
 )  # fmt: skip
 
-SET_AT_62, SET_AT_62_DATE = "6cf5d5671d80e99f9d41a67087c333cc489d3bc1", "2026-12-03T18:12:14+00:00"
-"""The commit at which every rule's fingerprint last changed (issue 62: it covers the code that selects the rule's
-data, and each verdict states the direction and size beside its p; the rules themselves are issue 49's exact tests
-with Holm's correction), and its author date."""
+PAGES_64 = ("c3d812613f1ae988b746f2e252eaacddff79753b", "2026-12-03T18:46:21+00:00")
+"""Where the runtime, clip-fraction and toy rules last changed: issue 64 (hardware named, "not tested on comparable
+hardware", both clip counts), on top of issue 62's fingerprints that cover the code selecting each rule's data and
+verdicts that carry their size."""
+SUITES_67 = ("69697eaeff8e303a0bc1074ec6ebaba29081f756", "2026-12-03T18:48:51+00:00")
+"""Where the rules that read the suites' definitions last changed: issue 67 added the gym-continuous suite."""
 RULES_SET_AT: dict[str, tuple[str, str]] = {
-    "clear_gains": (SET_AT_62, SET_AT_62_DATE),
-    "competitive": (SET_AT_62, SET_AT_62_DATE),
-    "strong": (SET_AT_62, SET_AT_62_DATE),
-    "genpo_highest": (SET_AT_62, SET_AT_62_DATE),
-    "path_kl_matters": (SET_AT_62, SET_AT_62_DATE),
-    "reference_mixing_helps": (SET_AT_62, SET_AT_62_DATE),
-    "ode_beats_sde": (SET_AT_62, SET_AT_62_DATE),
-    "clipping_matters": (SET_AT_62, SET_AT_62_DATE),
-    "steps_similar": (SET_AT_62, SET_AT_62_DATE),
-    "clip_fraction_about_0_2": (SET_AT_62, SET_AT_62_DATE),
-    "time_close_to_ppo_fpo_dppo": (SET_AT_62, SET_AT_62_DATE),
-    "time_lower_than_dppo": (SET_AT_62, SET_AT_62_DATE),
-    "memory_comparable": (SET_AT_62, SET_AT_62_DATE),
-    "toy_l1_about_0_1": (SET_AT_62, SET_AT_62_DATE),
+    "clear_gains": SUITES_67,
+    "competitive": SUITES_67,
+    "strong": SUITES_67,
+    "genpo_highest": SUITES_67,
+    "path_kl_matters": SUITES_67,
+    "reference_mixing_helps": SUITES_67,
+    "ode_beats_sde": SUITES_67,
+    "clipping_matters": SUITES_67,
+    "steps_similar": SUITES_67,
+    "clip_fraction_about_0_2": SUITES_67,
+    "time_close_to_ppo_fpo_dppo": PAGES_64,
+    "time_lower_than_dppo": PAGES_64,
+    "memory_comparable": PAGES_64,
+    "toy_l1_about_0_1": PAGES_64,
 }
 """Rule (function name) -> (the commit at which its code took its present form, that commit's author date,
 which a rebase keeps). A test checks each against the git history: the rule's code (`rule_fingerprint`) is
