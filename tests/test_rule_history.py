@@ -1,5 +1,6 @@
 """Rules before data: each claim rule's recorded commit (`claims.RULES_SET_AT`) is the commit at which its code
-took its present form, by the git history. Needs the repository's history (CI fetches it in full); a shallow
+took its present form, by the git history of main (its first parents: a merged branch's own commits were never
+states of main). Needs the repository's history (CI fetches it in full); a shallow
 clone or a source tarball skips."""
 
 import functools
@@ -44,7 +45,7 @@ def _where_set(rule: str) -> str:
     """The commit since which `rule`'s code is what it is now: the oldest of the unbroken run of commits
     touching the rule files whose fingerprint equals today's."""
     now, found = claims.claim_fingerprint(rule, _now()), None
-    for commit in _git("rev-list", "HEAD", "--", *FILES).split():
+    for commit in _git("rev-list", "--first-parent", "HEAD", "--", *FILES).split():
         if claims.claim_fingerprint(rule, _sources_at(commit)) != now:
             break
         found = commit
@@ -65,6 +66,6 @@ def test_each_rule_was_set_at_its_recorded_commit_and_has_not_changed_since(rule
     assert known.returncode == 0, f"{commit} is not in this history (rebased?): {hint}"
     assert claims.claim_fingerprint(rule, _sources_at(commit)) == now, hint
     assert claims.claim_fingerprint(rule, _sources_at(f"{commit}^")) != now, hint
-    for later in _git("rev-list", f"{commit}..HEAD", "--", *FILES).split():
+    for later in _git("rev-list", "--first-parent", f"{commit}..HEAD", "--", *FILES).split():
         assert claims.claim_fingerprint(rule, _sources_at(later)) == now, f"{rule} changed at {later}: {hint}"
     assert _git("show", "-s", "--format=%aI", commit).strip() == date
