@@ -336,6 +336,13 @@ def test_a_registered_claim_gets_a_confirmatory_row_first_and_every_other_row_is
     judged = claims_report._confirmatory_rows(claim, {"confirmatory": {"clip": (registration, records[:7])}})
     assert judged[0].verdict == "pending" and "7 of 10 registered runs done" in judged[0].detail
     assert {r.label for r in claims_report.rows({}, {}) if r.source} <= {"exploratory"}
+    rerun = {**records[0], "curve": {"deterministic": [9999.0] * 3}}
+    again = claims_report._confirmatory_rows(
+        claim, {"confirmatory": {"clip": (registration, [*records, rerun])}}
+    )
+    assert again[0].verdict == row.verdict and again[0].detail.endswith(
+        "seeds [100] were run again: the first run of each stands, the rerun is not read"
+    )
 
 
 def test_a_rules_fingerprint_follows_its_code_not_its_comments():

@@ -200,6 +200,7 @@ def _confirmatory_rows(claim: Claim, measurements: dict) -> list[Row]:
         judged = (confirmatory.judge_toy if toy else confirmatory.judge)(registration, records)
         source = "toy sweep, registered seeds" if toy else registration["suite"]
         detail, evidence = _registered_detail(registration, judged), _registered_evidence(registration)
+        detail += _reruns_text(registration, records)
         tests = len(registration.get("tasks", [])) or 1
         table.append(
             Row(
@@ -235,6 +236,20 @@ def _registered_evidence(r: dict) -> str:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
+
+
+def _reruns_text(registration: dict, records: list[dict]) -> str:
+    """The registered runs logged more than once (the toy's `--rerun`), reported beside the first, which stands."""
+    seeds = set(registration.get("seeds") or [s for t in registration["tasks"] for s in t["seeds"]])
+    same = ("settings", "beta", "preference") if "settings" in registration else ()
+    mine = [r for r in records if r["seed"] in seeds and all(r.get(k) == registration[k] for k in same)]
+    keys = [(r.get("task"), r.get("variant"), r["seed"]) for r in mine]
+    again = sorted({k[-1] for i, k in enumerate(keys) if k in keys[:i]})
+    return (
+        f"; seeds {again} were run again: the first run of each stands, the rerun is not read"
+        if again
+        else ""
+    )
 
 
 def _registered_detail(r: dict, judged: dict) -> str:
