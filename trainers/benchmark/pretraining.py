@@ -113,11 +113,24 @@ def prepare(suite, task: str, seed: int, run_directory: Path) -> Path:
             shutil.rmtree(demos)
         _step(
             "demonstrations",
-            [python, "-m", "trainers.collect", str(demonstrator / "policy"), "--out", str(demos),
-             "--episodes", str(spec.episodes), "--action-noise", str(spec.action_noise)],
+            [
+                python,
+                "-m",
+                "trainers.collect",
+                str(demonstrator / "policy"),
+                "--out",
+                str(demos),
+                "--episodes",
+                str(spec.episodes),
+                "--action-noise",
+                str(spec.action_noise),
+            ],
             root / "demos.log",
-        )  # fmt: skip
+        )
     bc = root / "bc" / f"seed_{seed}"
-    _train("behaviour cloning", [python, "-m", "trainers.bc", "--dataset", str(demos), "--seed", str(seed),
-                                 *spec.bc_args], bc)  # fmt: skip
+    _train(
+        "behaviour cloning",
+        [python, "-m", "trainers.bc", "--dataset", str(demos), "--seed", str(seed), *spec.bc_args],
+        bc,
+    )
     return bc / "policy"

@@ -8,6 +8,18 @@ import jinja2
 from ..registry import PROPOSED
 from . import stats, targets
 from .ledger import PROBE_FILE
+from .report_cells import (
+    LEVEL,
+    clip_text,
+    comparison_cell,
+    comparison_text,
+    fmt,
+    interval_text,
+    mean_std_cell,
+    table,
+    verdict_words,
+)
+from .report_cost import cost_tables, fastest_text, hardware_text
 from .summary import columns
 
 TEMPLATES = jinja2.Environment(
@@ -34,10 +46,10 @@ def markdown(summary: dict) -> str:
         level=LEVEL,
         probe_file=PROBE_FILE,
         ablation=summary["kind"] == "ablation",
-        hardware=_hardware_text(summary),
-        mean_table=_table(summary, variants, _mean_std_cell),
-        iqm_table=_table(summary, variants, lambda entries, e: interval_text(e["iqm"], e["ci"], 1)),
-        comparison_table=_table(summary, variants, _comparison_cell) if compared else None,
+        hardware=hardware_text(summary),
+        mean_table=table(summary, variants, mean_std_cell),
+        iqm_table=table(summary, variants, lambda entries, e: interval_text(e["iqm"], e["ci"], 1)),
+        comparison_table=table(summary, variants, comparison_cell) if compared else None,
         aggregate=_aggregate(summary),
         unrun=[t for t in summary.get("planned_tasks", []) if t not in summary["tasks"]],
         unrun_columns=_unrun_columns(summary, variants),
@@ -45,8 +57,8 @@ def markdown(summary: dict) -> str:
         constant=_constant_tasks(summary),
         probes=list(summary["exploration_probe"].values()),
         diverged=_diverged_runs(summary),
-        fastest=_fastest_text(summary, variants),
-        cost_tables=_cost_tables(summary, variants),
+        fastest=fastest_text(summary, variants),
+        cost_tables=cost_tables(summary, variants),
         shared=[
             f"{v} on {task} from {', '.join(e['reused_from'])}"
             for task, entries in summary["tasks"].items()
@@ -60,97 +72,12 @@ def markdown(summary: dict) -> str:
         most=targets.MOST_OF_GAP,
         ablation_rows=_ablation_rows(summary),
         clips=[
-            f"{task} {_clip_text(e)}"
-            + (f", samples {_clip_text(e, 'sample_clip_frac')}" if "sample_clip_frac" in e else "")
+            f"{task} {clip_text(e)}"
+            + (f", samples {clip_text(e, 'sample_clip_frac')}" if "sample_clip_frac" in e else "")
             for task, entries in summary["tasks"].items()
             if (e := entries.get(PROPOSED)) and "step_clip_frac" in e
         ],
     )
-
-
-# ------------------------------------------------------------------------------------------------ cells
-def _fmt(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def interval_text(point: float | None, ci: list[float] | None, digits: int) -> str:
-    """ "0.83 [0.50, 1.00]": a point estimate with its interval, when it has one."""
-    return _fmt(point, digits) + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "")
-
-
-def _table(summary: dict, variants: list[str], cell) -> str:
-    """One row per task, one column per variant; `cell(entries, entry)` formats a cell ("-" where a column did
-    not run the task). A reference column's header says so."""
-    names = [
-        f"{v} (reference)" if any(e.get(v, {}).get("reference") for e in summary["tasks"].values()) else v
-        for v in variants
-    ]
-    lines = ["| task | " + " | ".join(names) + " |", "|---|" + "---|" * len(variants)]
-    lines += [
-        f"| {task} | "
-        + " | ".join("-" if v not in entries else cell(entries, entries[v]) for v in variants)
-        + " |"
-        for task, entries in summary["tasks"].items()
-    ]
-    return "\n".join(lines)
-
-
-def _mean_std_cell(entries: dict, e: dict) -> str:
-    n = len(e["seeds"])
-    # One seed has no spread: "± 0.0" would read as a measured zero variance.
-    text = (
-        f"{e['final_mean']:.1f} ± {e['final_std']:.1f} ({n})" if n > 1 else f"{e['final_mean']:.1f} (1 seed)"
-    )
-    best = max(other["final_mean"] for other in entries.values())
-    text = f"**{text}**" if e["final_mean"] == best and len(entries) > 1 else text
-    # .get: summaries written before diverged runs were recorded have no such field.
-    return text + (f" ({len(e['diverged'])} diverged)" if e.get("diverged") else "")
-
-
-LEVEL = 0.05
-"""A suite page says "better" or "worse" only where the exact rank-sum test of that one comparison has a
-two-sided p at most this (no correction over the page's comparisons: the claims page makes those); otherwise
-it says in how many seed pairs the first column is ahead, beside the exact p."""
-
-
-def _word(c: dict, x: list[float], y: list[float]) -> str:
-    """ "better" or "worse" where the rank test supports it at LEVEL, else "ahead in k of n pairs"."""
-    if c["rank_p"] is not None and c["rank_p"] <= LEVEL:
-        return "better" if c["p_improvement"] > 0.5 else "worse"
-    ahead = sum(a > b for a in x for b in y)
-    return f"ahead in {ahead} of {len(x) * len(y)} pairs"
-
-
-def comparison_text(c: dict, x: list[float], y: list[float]) -> str:
-    """A comparison of runs `x` against runs `y`: the probability of improvement with its interval, the word
-    (`_word`) and the exact rank-test p."""
-    if c["p_improvement"] is None:
-        return f"{_word(c, x, y)} ({_seeds(c)}: too few for a test)"
-    return (
-        f"{interval_text(c['p_improvement'], c['ci'], 2)} {_word(c, x, y)} (rank test p = {c['rank_p']:.2f})"
-    )
-
-
-def _seeds(c: dict) -> str:
-    """The seed counts an untested comparison's verdict names ("3 vs 1 seeds")."""
-    return c["verdict"].removeprefix("inconclusive (").removesuffix(")")
-
-
-def _finals(entries: dict, c: dict) -> tuple[list[float], list[float]]:
-    return entries[c["of"]]["final_per_seed"], entries[c["over"]]["final_per_seed"]
-
-
-def _comparison_cell(entries: dict, e: dict) -> str:
-    c = e["comparison"]
-    if c is None:
-        return "-"
-    # A benchmark's comparisons all have GSB-MDPO on one side; an ablation's controls differ per column.
-    return (f"vs {c['over']}: " if c["of"] != PROPOSED else "") + comparison_text(c, *_finals(entries, c))
-
-
-def _clip_text(entry: dict, key: str = "step_clip_frac") -> str:
-    clip = entry.get(key)
-    return f"{clip['mean_over_training']:.3f} ({clip['peak']:.3f})" if clip else "-"
 
 
 # ------------------------------------------------------------------------------------- what the prose reads
@@ -190,7 +117,7 @@ def _reference_verdicts(summary: dict) -> list[tuple[str, list[str]]]:
     rows = []
     for task, entries in summary["tasks"].items():
         against = [
-            _verdict_words(v, e["comparison"], entries)
+            verdict_words(v, e["comparison"], entries)
             for v, e in entries.items()
             if e.get("reference") and e.get("comparison")
         ]
@@ -220,48 +147,6 @@ def _diverged_runs(summary: dict) -> list[str]:
     ]
 
 
-def _hardware_labels(summary: dict) -> list[str]:
-    return sorted(
-        {lb for entries in summary["tasks"].values() for e in entries.values() for lb in e["hardware"]}
-    )
-
-
-def _fastest_text(summary: dict, variants: list[str]) -> str | None:
-    """Runs may have shared the machine (with each other, or with other work), so the fastest run per method
-    is the closest to its uncontended cost; a suite that ran on several machines gets one list per machine."""
-    fastest: dict[str, list[str]] = {}
-    for label in _hardware_labels(summary):
-        for v in variants:
-            walls = [
-                w
-                for entries in summary["tasks"].values()
-                if (e := entries.get(v)) and (w := e["wall_s_min_by_hardware"].get(label))
-            ]
-            if walls:
-                fastest.setdefault(label, []).append(f"{v} {min(walls) / 60:.1f}")
-    if not fastest:
-        return None
-    if len(fastest) == 1:
-        return f"(on the hardware above): {', '.join(next(iter(fastest.values())))}"
-    return "; ".join(f"on {label}: {', '.join(runs)}" for label, runs in fastest.items())
-
-
-def _cost_tables(summary: dict, variants: list[str]) -> list[tuple[str, str]]:
-    """A run's cost depends on the task (its simulation cost per step) as well as on the method, so a suite
-    with several tasks also gets its fastest run per task and column, one table per machine."""
-    if len(summary["tasks"]) < 2:
-        return []
-
-    def cell_on(label: str):
-        def cell(entries: dict, e: dict) -> str:
-            wall = e["wall_s_min_by_hardware"].get(label)
-            return "-" if wall is None else f"{wall / 60:.1f}"
-
-        return cell
-
-    return [(label, _table(summary, variants, cell_on(label))) for label in _hardware_labels(summary)]
-
-
 def _finetune(summary: dict) -> dict:
     """How far each fine-tuning column moved from the policy it started from (the lambda trade-off), and the
     verdicts a reader of a fine-tuning suite asks for first, in words."""
@@ -270,11 +155,11 @@ def _finetune(summary: dict) -> dict:
         for v, e in entries.items():
             kl = e.get("path_kl_init")
             kl_text = f"{kl['final_mean']:.3g} ± {kl['final_std']:.2g}" if kl else "- (fresh actor)"
-            rows.append(f"| {task} | {v} | {_mean_std_cell({v: e}, e)} | {kl_text} |")
+            rows.append(f"| {task} | {v} | {mean_std_cell({v: e}, e)} | {kl_text} |")
     verdicts = [
         (
             task,
-            [_verdict_words(v, e["comparison"], entries) for v, e in entries.items() if e.get("comparison")],
+            [verdict_words(v, e["comparison"], entries) for v, e in entries.items() if e.get("comparison")],
         )
         for task, entries in summary["tasks"].items()
     ]
@@ -288,18 +173,6 @@ def _finetune(summary: dict) -> dict:
     return {"rows": rows, "verdicts": verdicts, "budgets": budgets}
 
 
-def _verdict_words(column: str, c: dict, entries: dict) -> str:
-    word = _word(c, *_finals(entries, c))
-    verb = {"better": f"beats `{column}`", "worse": f"is beaten by `{column}`"}.get(
-        word, f"is {word.replace('ahead in', f'ahead of `{column}` in', 1)}"
-    )
-    p = f"P = {interval_text(c['p_improvement'], c['ci'], 2)}" if c["p_improvement"] is not None else ""
-    test = (
-        f"rank test p = {c['rank_p']:.2f}" if c["rank_p"] is not None else f"{_seeds(c)}: too few for a test"
-    )
-    return f"{verb} ({', '.join(x for x in (p, test) if x)})"
-
-
 def _target_rows(summary: dict) -> list[str]:
     """The floors and the targets' verdicts per task (a suite with floors)."""
     rows = []
@@ -307,7 +180,7 @@ def _target_rows(summary: dict) -> list[str]:
         floors = summary["floors"]["tasks"][task]
         scores = verdict["scores"]
         rows.append(
-            f"| {task} | {_fmt(floors['do-nothing']['mean'])} | {_fmt(floors['random']['mean'])} | {verdict['best']} "
+            f"| {task} | {fmt(floors['do-nothing']['mean'])} | {fmt(floors['random']['mean'])} | {verdict['best']} "
             f"| {scores[targets.PROPOSED]:.2f} | {scores[targets.SB3_DEFAULTS]:.2f} "
             f"| {'yes' if verdict['not_worse_than_sb3_defaults'] else '**no**'} "
             f"| {'yes' if verdict['closes_most_of_gap'] else '**no**'} |"
@@ -325,30 +198,10 @@ def _ablation_rows(summary: dict) -> list[str]:
             last = e["curve"]["last_per_seed"], e["curve_stochastic"]["last_per_seed"]
             ode = comparison_text(e["ode_vs_sde"], *last) if "ode_vs_sde" in e else "-"
             rows.append(
-                f"| {task} | {v} | {_fmt(det[-1] if det else None)} | {_fmt(sto[-1] if sto else None)} | "
-                f"{ode} | {_clip_text(e)} | {_clip_text(e, 'sample_clip_frac')} |"
+                f"| {task} | {v} | {fmt(det[-1] if det else None)} | {fmt(sto[-1] if sto else None)} | "
+                f"{ode} | {clip_text(e)} | {clip_text(e, 'sample_clip_frac')} |"
             )
     return rows
-
-
-def _hardware_text(summary: dict) -> str:
-    """One machine for the whole table, or how many runs ran on each (the returns do not depend on it; the
-    JSON's `hardware_per_seed` says which), and how many runs shared their machine with other runs (which
-    slows only their wall-clock)."""
-    runs_on: dict[str, int] = {}
-    shared = total = 0
-    for entries in summary["tasks"].values():
-        for e in entries.values():
-            for label in e["hardware_per_seed"]:
-                runs_on[label] = runs_on.get(label, 0) + 1
-            shared += e["runs_sharing_machine"]
-            total += len(e["seeds"])
-    if len(runs_on) <= 1:
-        text = next(iter(runs_on), "none recorded")
-    else:
-        text = "; ".join(f"{label} ({n} run{'s' * (n != 1)})" for label, n in runs_on.items())
-        text += f"; each seed's machine is listed in `{summary['suite']}.json`"
-    return text + (f" ({shared} of {total} runs shared the machine with another run)" if shared else "")
 
 
 def _compute_markdown(summary: dict) -> str:
@@ -363,8 +216,8 @@ def _compute_markdown(summary: dict) -> str:
             mean = e["mean_gpu_mib_mean"] if gpu else e["mean_rss_mib_mean"]
             rel = f"{e['wall_s_mean'] / base:.2f}×" if base else "-"
             rows.append(
-                f"| {v} | {e['wall_s_mean'] / 60:.2f} min | {rel} | {_fmt(peak / 1024, 2)} GB | "
-                f"{_fmt(mean / 1024, 2)} GB |"
+                f"| {v} | {e['wall_s_mean'] / 60:.2f} min | {rel} | {fmt(peak / 1024, 2)} GB | "
+                f"{fmt(mean / 1024, 2)} GB |"
             )
         tasks.append({"name": task, "rows": rows})
     hardware = summary["hardware"] or {}
