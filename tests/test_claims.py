@@ -384,13 +384,15 @@ def test_a_claims_fingerprint_covers_the_code_that_selects_its_data():
 
     # The per-seed value a suite rule reads, how a row combines its tasks, the seeds a suite plans, the toy's
     # supersede-by-rerun: each moves the rules that read it, and only those.
-    final = changed("summary", 'r["final"]["mean"] for r in runs]', 'r["final"]["mean"] * 1 for r in runs]')
+    final = changed(
+        "cell_summary", 'r["final"]["mean"] for r in runs]', 'r["final"]["mean"] * 1 for r in runs]'
+    )
     assert (
         final["clear_gains"] != base["clear_gains"] and final["toy_l1_about_0_1"] == base["toy_l1_about_0_1"]
     )
     combined = changed("claims_report", "if DISAGREES in outcomes:", "if DISAGREES in outcomes[1:]:")
     assert combined["clear_gains"] != base["clear_gains"]
-    seeds = changed("suites", "seeds=(0, 1, 2, 3, 4),", "seeds=(0, 1, 2, 3),")
+    seeds = changed("table_suites", "seeds=(0, 1, 2, 3, 4),", "seeds=(0, 1, 2, 3),")
     assert seeds["clear_gains"] != base["clear_gains"]
     latest = changed("toy_tilt", "{_cell(r): r for r in records", "{_cell(r): r for r in records[::-1]")
     assert (
