@@ -32,6 +32,7 @@ def table(summary: dict, variants: list[str], cell) -> str:
 
 
 def mean_std_cell(entries: dict, e: dict) -> str:
+    """A cell of the returns table: mean ± std (seeds), the task's best in bold, diverged runs counted."""
     n = len(e["seeds"])
     # One seed has no spread: "± 0.0" would read as a measured zero variance.
     text = (
@@ -77,6 +78,7 @@ def _finals(entries: dict, c: dict) -> tuple[list[float], list[float]]:
 
 
 def comparison_cell(entries: dict, e: dict) -> str:
+    """A cell of the comparisons table: the column's verdict against the column it is compared with."""
     c = e["comparison"]
     if c is None:
         return "-"
@@ -85,11 +87,13 @@ def comparison_cell(entries: dict, e: dict) -> str:
 
 
 def clip_text(entry: dict, key: str = "step_clip_frac") -> str:
+    """A clip fraction's mean over training with its peak in brackets, "-" where it was not logged."""
     clip = entry.get(key)
     return f"{clip['mean_over_training']:.3f} ({clip['peak']:.3f})" if clip else "-"
 
 
 def verdict_words(column: str, c: dict, entries: dict) -> str:
+    """A comparison with `column` read out in a sentence: who beats whom, or in how many seed pairs."""
     word = _word(c, *_finals(entries, c))
     verb = {"better": f"beats `{column}`", "worse": f"is beaten by `{column}`"}.get(
         word, f"is {word.replace('ahead in', f'ahead of `{column}` in', 1)}"
