@@ -39,8 +39,17 @@ except ModuleNotFoundError as err:  # the one dependency beyond numpy: say how t
 _REQUIRED_METADATA = ("mode", "obs_dim", "act_dim")
 CONTRACT_VERSION = 1
 """The newest contract version this runtime reads (export.contract.CONTRACT_VERSION writes it)."""
-_CONTRACT_JSON = ("obs_names", "obs_units", "obs_low", "obs_high", "act_names", "act_units", "control_dt",
-                  "sampler", "provenance")  # fmt: skip
+_CONTRACT_JSON = (
+    "obs_names",
+    "obs_units",
+    "obs_low",
+    "obs_high",
+    "act_names",
+    "act_units",
+    "control_dt",
+    "sampler",
+    "provenance",
+)
 _log = logging.getLogger("onnx_policy")
 
 

@@ -293,8 +293,14 @@ class GSBPolicy:
         _check_repo_id(name)
         timeout = hub_timeout(timeout)
         at = f"Hub policy {name!r}" + (f" at revision {revision!r}" if revision else "")
-        options = {"revision": revision, "cache_dir": cache_dir, "force_download": force_download,
-                   "local_files_only": local_files_only, "token": token, "etag_timeout": timeout}  # fmt: skip
+        options = {
+            "revision": revision,
+            "cache_dir": cache_dir,
+            "force_download": force_download,
+            "local_files_only": local_files_only,
+            "token": token,
+            "etag_timeout": timeout,
+        }
         with hub_requests(timeout, at):
             files = [_fetch(name, filename, at, options) for filename in (CONFIG_NAME, WEIGHTS_NAME)]
         policy = cls(load_files(*files), seed=seed)
