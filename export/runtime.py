@@ -18,38 +18,59 @@ existed still loads, with a one-line notice (logged as a warning on the `onnx_po
 `python -m hub_cards.publish` also uploads this file, byte for byte, as `onnx_policy.py` next to
 `policy.onnx`, so a robot needs only those two files, numpy and onnxruntime. It must therefore stay
 standalone: import nothing but the standard library, numpy and onnxruntime, never this package (a test
-runs the model card's snippet with it in a process where importing jax, gsbpolicy or export fails).
+runs the model card's snippet with it in a process where importing jax, gsbpolicy or export fails). Its
+input checks (`check_observation`, `check_noise`, `check_finite`, `check_deterministic`) are therefore the
+library's too: `GSBPolicy` imports them from here, and onnxruntime is imported only when a session is made.
 """
 
 import json
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-try:
-    import onnxruntime as ort
-except ModuleNotFoundError as err:  # the one dependency beyond numpy: say how to get it
-    raise ModuleNotFoundError(
-        'OnnxPolicy needs onnxruntime: pip install onnxruntime (or, in a clone of gsbpolicy, pip install -c tests/constraints.txt -e ".[onnx]")',
-        name=err.name,
-    ) from err
+if TYPE_CHECKING:
+    import onnxruntime
 
 _REQUIRED_METADATA = ("mode", "obs_dim", "act_dim")
 CONTRACT_VERSION = 1
 """The newest contract version this runtime reads (export.contract.CONTRACT_VERSION writes it)."""
-_CONTRACT_JSON = ("obs_names", "obs_units", "obs_low", "obs_high", "act_names", "act_units", "control_dt",
-                  "sampler", "provenance")  # fmt: skip
+_CONTRACT_JSON = (
+    "obs_names",
+    "obs_units",
+    "obs_low",
+    "obs_high",
+    "act_names",
+    "act_units",
+    "control_dt",
+    "sampler",
+    "provenance",
+)
 _log = logging.getLogger("onnx_policy")
 
 
-def session_options(intra_op_num_threads: int = 1) -> ort.SessionOptions:
+def _onnxruntime():
+    """onnxruntime, the one dependency beyond numpy, imported when a session is made: the checks below serve
+    `GSBPolicy` too, which must import without it."""
+    try:
+        import onnxruntime
+    except ModuleNotFoundError as err:  # say how to get it
+        raise ModuleNotFoundError(
+            'OnnxPolicy needs onnxruntime: pip install onnxruntime (or, in a clone of gsbpolicy, pip install -c tests/constraints.txt -e ".[onnx]")',
+            name=err.name,
+        ) from err
+    return onnxruntime
+
+
+def session_options(intra_op_num_threads: int = 1) -> "onnxruntime.SessionOptions":
     """onnxruntime options used for deployment and for verification: all graph optimisations on.
 
     One intra-op thread is the right default for single observations: a 256-wide layer is too small
     to split, and spinning worker threads would compete with the control loop for cores.
     """
+    ort = _onnxruntime()
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_num_threads
     options.inter_op_num_threads = 1
@@ -58,10 +79,12 @@ def session_options(intra_op_num_threads: int = 1) -> ort.SessionOptions:
     return options
 
 
-def make_session(model: str | os.PathLike | bytes, intra_op_num_threads: int = 1) -> ort.InferenceSession:
+def make_session(
+    model: str | os.PathLike | bytes, intra_op_num_threads: int = 1
+) -> "onnxruntime.InferenceSession":
     """A CPU inference session for a model file or serialized model bytes."""
     source = model if isinstance(model, bytes) else os.fspath(model)
-    return ort.InferenceSession(
+    return _onnxruntime().InferenceSession(
         source, session_options(intra_op_num_threads), providers=["CPUExecutionProvider"]
     )
 
@@ -190,49 +213,11 @@ class OnnxPolicy:
         )
 
     def _check_obs(self, obs) -> tuple[np.ndarray, bool]:
-        """Validate an observation (single [obs_dim] or batch [B, obs_dim]); returns it as float32.
-
-        Mirrors `GSBPolicy._check_obs` step for step (this file may import nothing of gsbpolicy), so both
-        runtimes reject the same inputs with the same words; tests/test_runtime_parity.py holds them to it.
-        Two steps are the file's own, as only the file has a contract: a dict keyed by `obs_names`, and the
-        observation bounds (tests/test_robot_contract.py).
-        """
-        if isinstance(obs, tuple):
-            raise ValueError(
-                "observation is a tuple: you probably passed the (obs, info) pair returned by "
-                "env.reset(); pass obs only"
-            )
+        """`check_observation` against this file's contract: a dict keyed by `obs_names` is taken in their
+        order, and an entry outside the env's observation bounds is refused (tests/test_robot_contract.py)."""
         if isinstance(obs, dict):
             obs = self._from_dict(obs)
-        obs = np.asarray(obs)
-        if obs.dtype == object or not (
-            np.issubdtype(obs.dtype, np.floating) or np.issubdtype(obs.dtype, np.integer)
-        ):
-            raise ValueError(f"observation dtype must be a real number type, got {obs.dtype}")
-        if obs.ndim == 1 and obs.shape[0] == self.obs_dim:
-            single = True
-        elif obs.ndim == 2 and obs.shape[1] == self.obs_dim:
-            single = False
-        else:
-            raise ValueError(
-                f"observation shape {obs.shape} does not match ({self.obs_dim},) or (batch, {self.obs_dim})"
-            )
-        _check_finite("observation", obs)
-        if self.obs_low is not None:
-            outside = (obs < self.obs_low) | (obs > self.obs_high)
-            if outside.any():
-                index = int(np.argwhere(outside)[0][-1])
-                raise ValueError(
-                    f"observation {self.obs_names[index]} = {np.reshape(obs, (-1, self.obs_dim))[:, index].tolist()[:5]} "
-                    f"is outside the env's bounds [{self.obs_low[index]:g}, {self.obs_high[index]:g}]: check its "
-                    "order and units against obs_names and obs_units"
-                )
-        if np.issubdtype(obs.dtype, np.floating) and obs.dtype.itemsize > 4:  # would turn into inf
-            too_large = np.abs(obs) > np.finfo(np.float32).max
-            if too_large.any():
-                bad = np.argwhere(too_large)[:5].tolist()
-                raise ValueError(f"observation at index {bad} is too large for float32 (|x| > 3.4e38)")
-        return np.asarray(obs, np.float32), single
+        return check_observation(obs, self.obs_dim, self.obs_names, self.obs_low, self.obs_high)
 
     def _from_dict(self, obs: dict) -> np.ndarray:
         """A dict keyed by the contract's observation names as the array in the graph's order."""
@@ -290,12 +275,7 @@ class OnnxPolicy:
         obs, single = self._check_obs(obs)
         batch = obs[None] if single else obs
         if noise is not None:
-            noise = np.asarray(noise)
-            expected = (*obs.shape[:-1], *self.noise_shape)
-            if noise.shape != expected:
-                raise ValueError(f"noise shape {noise.shape} does not match {expected}")
-            noise = np.asarray(noise, np.float32)
-            _check_finite("noise", noise)
+            noise = check_noise(noise, (*obs.shape[:-1], *self.noise_shape))
             noise = noise[None] if single else noise
         action = self._run(batch, noise)
         return action[0] if single else action
@@ -311,12 +291,7 @@ class OnnxPolicy:
                 from this object's generator (needs an `sde` export). The draws match
                 `GSBPolicy`'s, so both runtimes give the same actions for the same seed.
         """
-        # `GSBPolicy.predict`'s check, copied (this file imports nothing of gsbpolicy): "False" from a config file
-        # is truthy and would silently give the deterministic policy.
-        if not isinstance(deterministic, bool | np.bool_):
-            raise TypeError(
-                f"deterministic must be True or False, got {deterministic!r} ({type(deterministic).__name__})"
-            )
+        check_deterministic(deterministic)
         obs, single = self._check_obs(observation)
         batch = obs[None] if single else obs
         noise = None
@@ -331,10 +306,73 @@ class OnnxPolicy:
         return (action[0] if single else action), state
 
 
-def _check_finite(name: str, array: np.ndarray) -> None:
+# ------------------------------------------------------------------------ the checks both runtimes share
+# `GSBPolicy` (gsbpolicy/gsb_policy.py) imports these from here, since this file may import nothing of gsbpolicy:
+# one check, so both runtimes reject the same inputs with the same words (tests/test_runtime_parity.py).
+def check_observation(obs, obs_dim: int, names=None, low=None, high=None) -> tuple[np.ndarray, bool]:
+    """Validate an observation, single [obs_dim] or a batch [B, obs_dim]; returns it as float32 and whether it
+    is a single one. `names`, `low` and `high`: a robot contract's observation names and bounds (inf where
+    unbounded), which only an exported file has; an entry outside the bounds is refused."""
+    if isinstance(obs, tuple):
+        raise ValueError(
+            "observation is a tuple: you probably passed the (obs, info) pair returned by "
+            "env.reset(); pass obs only"
+        )
+    if isinstance(obs, dict):
+        raise ValueError("dict observations are not supported; flatten them to one array")
+    obs = np.asarray(obs)
+    if obs.dtype == object or not (
+        np.issubdtype(obs.dtype, np.floating) or np.issubdtype(obs.dtype, np.integer)
+    ):
+        raise ValueError(f"observation dtype must be a real number type, got {obs.dtype}")
+    if obs.ndim == 1 and obs.shape[0] == obs_dim:
+        single = True
+    elif obs.ndim == 2 and obs.shape[1] == obs_dim:
+        single = False
+    else:
+        raise ValueError(f"observation shape {obs.shape} does not match ({obs_dim},) or (batch, {obs_dim})")
+    check_finite("observation", obs)
+    if low is not None:
+        outside = (obs < low) | (obs > high)
+        if outside.any():
+            index = int(np.argwhere(outside)[0][-1])
+            raise ValueError(
+                f"observation {names[index]} = {np.reshape(obs, (-1, obs_dim))[:, index].tolist()[:5]} "
+                f"is outside the env's bounds [{low[index]:g}, {high[index]:g}]: check its "
+                "order and units against obs_names and obs_units"
+            )
+    if np.issubdtype(obs.dtype, np.floating) and obs.dtype.itemsize > 4:  # would turn into inf
+        too_large = np.abs(obs) > np.finfo(np.float32).max
+        if too_large.any():
+            bad = np.argwhere(too_large)[:5].tolist()
+            raise ValueError(f"observation at index {bad} is too large for float32 (|x| > 3.4e38)")
+    return np.asarray(obs, np.float32), single
+
+
+def check_noise(noise, shape: tuple[int, ...], name: str = "noise") -> np.ndarray:
+    """`noise` (or a flow's `path`, by `name`) as float32, refused unless it has `shape` and is finite there."""
+    if np.shape(noise) != shape:
+        raise ValueError(f"{name} shape {np.shape(noise)} does not match {shape}")
+    noise = np.asarray(noise, np.float32)
+    check_finite(name, noise)
+    return noise
+
+
+def check_finite(name: str, array: np.ndarray) -> None:
+    """A ValueError naming the first indices of `array` that are NaN or inf."""
     finite = np.isfinite(array)
     if not finite.all():
         raise ValueError(f"{name} contains NaN or inf at index {np.argwhere(~finite)[:5].tolist()}")
+
+
+def check_deterministic(deterministic) -> bool:
+    """`deterministic` if it is a bool; a TypeError otherwise: `"False"` (a string from a config file or a
+    command line) is truthy, and would silently run the deterministic policy."""
+    if not isinstance(deterministic, bool | np.bool_):
+        raise TypeError(
+            f"deterministic must be True or False, got {deterministic!r} ({type(deterministic).__name__})"
+        )
+    return bool(deterministic)
 
 
 def _count(metadata: dict, key: str) -> int:

@@ -21,10 +21,10 @@ from ._policy import FlowPolicy as FlowPolicy
 from ._policy import make_policy as make_policy
 from ._sde import PathSample as PathSample
 from ._spec import PolicySpec as PolicySpec
+from .gsb_policy import GSBPolicy as GSBPolicy
 from .gym import EnvOutputError as EnvOutputError
 from .gym import EvalResult as EvalResult
 from .gym import evaluate as evaluate
-from .hub import GSBPolicy as GSBPolicy
 
 __all__ = [
     "GSBPolicy",

@@ -125,8 +125,17 @@ def make_genpo(spec: PolicySpec, mix: float, *, key: Key) -> GenPOFlow:
     """A freshly initialised GenPO actor: v(h, s, t) = output_scale * MLP([s_normalized, h, emb(t)])."""
     if not 0 < mix <= 1:
         raise ValueError(f"the flow mix parameter p must be in (0, 1], got {mix}")
-    velocity = DriftMLP(spec.obs_dim, spec.act_dim, spec.width, spec.depth, spec.activation,
-                        spec.time_embedding, spec.time_embed_dim, spec.output_scale, key=key)  # fmt: skip
+    velocity = DriftMLP(
+        spec.obs_dim,
+        spec.act_dim,
+        spec.width,
+        spec.depth,
+        spec.activation,
+        spec.time_embedding,
+        spec.time_embed_dim,
+        spec.output_scale,
+        key=key,
+    )
     return GenPOFlow(spec, mix, RunningNorm.init(spec.obs_dim, spec.obs_clip, spec.obs_eps), velocity)
 
 

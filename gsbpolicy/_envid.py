@@ -1,4 +1,5 @@
-"""Which simulator an env id names: the one rule every part of the project uses to tell them apart."""
+"""Which simulator an env id names: the one rule every part of the project uses to tell them apart (the
+exporter's robot contract, the trainers' env backends, the cards), so it lives in the library ring."""
 
 import re
 from typing import Literal

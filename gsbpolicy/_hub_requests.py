@@ -101,8 +101,15 @@ class _StrictTransport:
                     f"cannot reach {where} ({' '.join(str(err).split()) or type(err).__name__})"
                 ) from None
             raise
-        _last_answer.set((request.method, str(request.url), response.status_code, response.reason_phrase,
-                          response.headers.get("content-type", "no content type")))  # fmt: skip
+        _last_answer.set(
+            (
+                request.method,
+                str(request.url),
+                response.status_code,
+                response.reason_phrase,
+                response.headers.get("content-type", "no content type"),
+            )
+        )
         if response.status_code >= 500:
             body = " ".join(response.read()[:300].decode(errors="replace").split())
             response.close()

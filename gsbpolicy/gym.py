@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from export.runtime import check_deterministic
+
 from ._files import read_json
 
 
@@ -221,16 +223,6 @@ def makeable_env_id(env_id: str, policy) -> str:
     )
 
 
-def check_deterministic(deterministic) -> bool:
-    """`deterministic` if it is a bool; a TypeError otherwise: `"False"` (a string from a config file or a
-    command line) is truthy, and would silently run the deterministic policy."""
-    if not isinstance(deterministic, bool | np.bool_):
-        raise TypeError(
-            f"deterministic must be True or False, got {deterministic!r} ({type(deterministic).__name__})"
-        )
-    return bool(deterministic)
-
-
 def evaluate(
     policy: Predictor,
     env_or_id,
@@ -257,7 +249,7 @@ def evaluate(
     """
     import gymnasium
 
-    from .hub import GSBPolicy
+    from .gsb_policy import GSBPolicy
 
     if isinstance(n_episodes, bool) or not isinstance(n_episodes, int | np.integer) or n_episodes < 1:
         raise ValueError(f"n_episodes must be an integer >= 1, got {n_episodes!r}")

@@ -105,8 +105,14 @@ def render_curve(metrics: list[dict], title: str) -> bytes:
                 _band(ax, series["env_steps"], series[mode]["mean"], series[mode]["std"], label)
 
     digest = source_digest(series, title)
-    return _draw(plot, size=(6.4, 3.6), xlabel="env steps", ylabel="episode return", title=title,
-                 metadata={DIGEST_KEY: digest})  # fmt: skip
+    return _draw(
+        plot,
+        size=(6.4, 3.6),
+        xlabel="env steps",
+        ylabel="episode return",
+        title=title,
+        metadata={DIGEST_KEY: digest},
+    )
 
 
 def png_digest(png: bytes) -> str | None:
@@ -200,9 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         "runs", nargs="+", type=Path, metavar="RUN_DIR", help="run folders (run.json, metrics.jsonl)"
     )
     parser.add_argument("--out", type=Path, required=True, help="the file to write: .png, .svg or .pdf")
-    parser.add_argument("--metric", default="eval/return_deterministic",
-                        help="a metrics.jsonl field (default: eval/return_deterministic; e.g. "
-                             "eval/return_stochastic, train/episode_return, train/step_clip_frac)")  # fmt: skip
+    parser.add_argument(
+        "--metric",
+        default="eval/return_deterministic",
+        help="a metrics.jsonl field (default: eval/return_deterministic; e.g. "
+        "eval/return_stochastic, train/episode_return, train/step_clip_frac)",
+    )
     parser.add_argument("--x", choices=X_AXES, default="env_steps", help="the x axis (default: env_steps)")
     parser.add_argument("--per-run", action="store_true", help="one curve per run instead of a seed band")
     args = parser.parse_args(argv)

@@ -1,9 +1,11 @@
 """The robot runtime (`export.runtime.OnnxPolicy`, numpy and onnxruntime only) and `GSBPolicy` refuse the same
 inputs with the same exception and the same words, and neither ever returns a non-finite action.
 
-The runtime may import nothing of gsbpolicy (it is published alone beside policy.onnx), so its checks are a
-second copy of `GSBPolicy`'s; this table is what keeps the two copies one behaviour.
+The runtime may import nothing of gsbpolicy (it is published alone beside policy.onnx), so the one copy of the
+input checks lives in it and `GSBPolicy` imports them from there; this table shows the two refuse alike.
 """
+
+from pathlib import Path
 
 import equinox as eqx
 import numpy as np
@@ -92,3 +94,11 @@ def test_an_overflowing_network_raises_in_both_never_a_nan_action(overflowing, b
     assert outcomes[0] == "the policy produced a NaN action for a finite observation (overflow)"
     assert outcomes[1].endswith("holds a NaN or inf weight (the file is damaged: export the policy again) or "
                                 "weights so large the network overflows")  # fmt: skip
+
+
+def test_the_library_has_no_copy_of_the_runtimes_input_checks():
+    """One check, not two copies: the refusals' words are written only in export/runtime.py."""
+    library = Path(__file__).resolve().parents[1] / "gsbpolicy"
+    words = ("observation is a tuple", "does not match ({", "contains NaN or inf", "must be True or False")
+    copies = [f"{p.name}: {w}" for p in library.glob("*.py") for w in words if w in p.read_text()]
+    assert not copies, copies

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gsbpolicy import GSBPolicy, evaluate, make_policy, save_policy
+from gsbpolicy import FlowPolicy, GSBPolicy, PolicySpec, evaluate, make_policy, save_policy
 from gsbpolicy._cli import FAILURE, INTERRUPTED, USAGE, MissingExtraError, require_extra, write_failure
 from gsbpolicy._files import atomic_write_text, read_json, sha256_bytes
 
@@ -247,11 +247,11 @@ def bc_loss(batch_size: int):
     return loss
 
 
-def train(args: Args) -> Path:
-    """Fit, evaluate and write the run folder; returns the policy folder. ValueError: bad input."""
+def _demonstrations_and_spec(args: Args) -> tuple[Args, np.ndarray, np.ndarray, PolicySpec]:
+    """The resolved args, the dataset's observations and actions, and the policy's spec, all checked against
+    the env the dataset names. ValueError: a dataset that does not fit it."""
     import gymnasium
 
-    require_extra("bc", ["minari", "h5py"], "python -m trainers.bc")
     dataset = load_dataset(args.dataset)
     args = resolve(args, dataset)
     try:
@@ -261,42 +261,79 @@ def train(args: Args) -> Path:
     env = gymnasium.make(args.env)
     try:
         check_spaces(dataset, env, args.env)
-        spec = args.policy.spec(obs.shape[1], actions.shape[1], env.action_space.low, env.action_space.high,
-                                args.env)  # fmt: skip
+        spec = args.policy.spec(
+            obs.shape[1], actions.shape[1], env.action_space.low, env.action_space.high, args.env
+        )
     finally:
         env.close()
+    return args, obs, actions, spec
+
+
+def _fit(args: Args, spec: PolicySpec, obs: np.ndarray, actions: np.ndarray) -> tuple[FlowPolicy, list[dict]]:
+    """A policy fitted to the demonstrations by bridge matching, with one metrics record per chunk of steps."""
+    init_key, fit_key = jax.random.split(jax.random.key(args.seed))
+    policy = make_policy(spec, key=init_key)
+    policy = policy.with_normalizer(policy.normalizer.update(jnp.asarray(obs)))
+    records, start = [], time.perf_counter()
+
+    def log(done: int, loss: float) -> None:
+        records.append(
+            {
+                "type": "train",
+                "iteration": len(records) + 1,
+                "env_steps": 0,
+                "time/wall_s": time.perf_counter() - start,
+                "train/bc_steps": done,
+                "train/bc_loss": loss,
+            }
+        )
+        print(f"step {done}/{args.steps}: bridge-matching loss {loss:.4f}", flush=True)
+
+    data = (jnp.asarray(obs), jnp.asarray(pre_squash(actions, spec)))
+    chunk = max(1, args.steps // 10)
+    policy = fit(
+        policy, bc_loss(args.batch_size), data, args.steps, fit_key, args.lr, chunk=chunk, on_chunk=log
+    )
+    if not all(np.isfinite(r["train/bc_loss"]) for r in records):
+        raise FloatingPointError("the fit went non-finite (NaN or inf loss); try a smaller --lr")
+    return policy, records
+
+
+def train(args: Args) -> Path:
+    """Fit, evaluate and write the run folder; returns the policy folder. ValueError: bad input."""
+    require_extra("bc", ["minari", "h5py"], "python -m trainers.bc")
+    args, obs, actions, spec = _demonstrations_and_spec(args)
     run_dir = output_path(args.output_dir, args.env, ALGO, args.seed)
     lock = open_run_folder(run_dir, ALGO, args)
     try:
         write_run_json(run_dir, ALGO, args)
-        init_key, fit_key = jax.random.split(jax.random.key(args.seed))
-        policy = make_policy(spec, key=init_key)
-        policy = policy.with_normalizer(policy.normalizer.update(jnp.asarray(obs)))
-        records, start = [], time.perf_counter()
-
-        def log(done: int, loss: float) -> None:
-            records.append({"type": "train", "iteration": len(records) + 1, "env_steps": 0,
-                            "time/wall_s": time.perf_counter() - start, "train/bc_steps": done,
-                            "train/bc_loss": loss})  # fmt: skip
-            print(f"step {done}/{args.steps}: bridge-matching loss {loss:.4f}", flush=True)
-
-        data = (jnp.asarray(obs), jnp.asarray(pre_squash(actions, spec)))
-        policy = fit(policy, bc_loss(args.batch_size), data, args.steps, fit_key, args.lr,
-                     chunk=max(1, args.steps // 10), on_chunk=log)  # fmt: skip
-        if not all(np.isfinite(r["train/bc_loss"]) for r in records):
-            raise FloatingPointError("the fit went non-finite (NaN or inf loss); try a smaller --lr")
+        policy, records = _fit(args, spec, obs, actions)
         seed = eval_seed(args.seed, len(records))
         result = evaluate(GSBPolicy(policy), args.env, n_episodes=args.eval_episodes, seed=seed)
         returns, lengths = np.asarray(result.returns), np.asarray(result.lengths)
-        records.append({"type": "eval", "iteration": len(records), "env_steps": 0,
-                        "eval/return_deterministic": float(returns.mean()),
-                        "eval/return_deterministic_std": float(returns.std()),
-                        "eval/length_deterministic": float(lengths.mean())})  # fmt: skip
+        records.append(
+            {
+                "type": "eval",
+                "iteration": len(records),
+                "env_steps": 0,
+                "eval/return_deterministic": float(returns.mean()),
+                "eval/return_deterministic_std": float(returns.std()),
+                "eval/length_deterministic": float(lengths.mean()),
+            }
+        )
         atomic_write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
         policy_dir = run_dir / "policy"
         save_policy(policy, policy_dir)
-        write_results(policy_dir, env_id=args.env, algo=ALGO, returns=returns, lengths=lengths, seed=args.seed,
-                      env_steps=0, eval_seed=seed)  # fmt: skip
+        write_results(
+            policy_dir,
+            env_id=args.env,
+            algo=ALGO,
+            returns=returns,
+            lengths=lengths,
+            seed=args.seed,
+            env_steps=0,
+            eval_seed=seed,
+        )
     finally:
         lock.release()
     return policy_dir

@@ -186,13 +186,22 @@ def playground_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=10, width=32, depth=4, activation="silu", time_embedding="sinusoidal",
-                          time_embed_dim=8, output_scale=0.25, sigma_schedule="constant",
-                          sigma_max=reference_sigma(10), squash="tanh"),
+        policy=PolicyArgs(
+            num_steps=10,
+            width=32,
+            depth=4,
+            activation="silu",
+            time_embedding="sinusoidal",
+            time_embed_dim=8,
+            output_scale=0.25,
+            sigma_schedule="constant",
+            sigma_max=reference_sigma(10),
+            squash="tanh",
+        ),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
         algo=DppoArgs(clip=0.2, time_reversed=True),
-    )  # fmt: skip
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -202,13 +211,30 @@ def gym_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=10, width=256, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=32, output_scale=1.0, sigma_min=0.1, squash="clip"),
+        policy=PolicyArgs(
+            num_steps=10,
+            width=256,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=32,
+            output_scale=1.0,
+            sigma_min=0.1,
+            squash="clip",
+        ),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-3, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
-        algo=DppoArgs(clip=0.2, log_prob_reduction="mean", log_prob_clamp=(-5.0, 2.0), log_prob_clamp_per_dim=True,
-                      denoise_gamma=0.99, noise_clip=3.0, time_reversed=True, ddpm=True),
-    )  # fmt: skip
+        algo=DppoArgs(
+            clip=0.2,
+            log_prob_reduction="mean",
+            log_prob_clamp=(-5.0, 2.0),
+            log_prob_clamp_per_dim=True,
+            denoise_gamma=0.99,
+            noise_clip=3.0,
+            time_reversed=True,
+            ddpm=True,
+        ),
+    )
 
 
 def cpu_preset(env: str | None) -> Args:

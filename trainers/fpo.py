@@ -143,14 +143,23 @@ def playground_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=10, width=32, depth=4, activation="silu", time_embedding="sinusoidal",
-                          time_embed_dim=8, output_scale=0.25, sigma_schedule="constant", sigma_max=0.0,
-                          squash="tanh"),
+        policy=PolicyArgs(
+            num_steps=10,
+            width=32,
+            depth=4,
+            activation="silu",
+            time_embedding="sinusoidal",
+            time_embed_dim=8,
+            output_scale=0.25,
+            sigma_schedule="constant",
+            sigma_max=0.0,
+            squash="tanh",
+        ),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         # One Adam over actor and critic in the reference; two with equal rates and no clipping are the same.
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
         algo=FpoArgs(num_samples=8, clip=0.05, time_reversed=True),
-    )  # fmt: skip
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -162,13 +171,22 @@ def gym_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=10, width=256, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=16, output_scale=0.25, sigma_schedule="constant", sigma_max=0.0,
-                          squash="clip"),
+        policy=PolicyArgs(
+            num_steps=10,
+            width=256,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=16,
+            output_scale=0.25,
+            sigma_schedule="constant",
+            sigma_max=0.0,
+            squash="clip",
+        ),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-4, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
         algo=FpoArgs(num_samples=8, clip=0.05, additive_noise=0.1, clip_iterates=True),
-    )  # fmt: skip
+    )
 
 
 def cpu_preset(env: str | None) -> Args:

@@ -216,13 +216,22 @@ def gym_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=64, width=256, depth=3, activation="elu", time_embedding="fourier",
-                          time_embed_dim=16, output_scale=1.0, sigma_schedule="constant", sigma_max=0.0,
-                          squash="clip"),
+        policy=PolicyArgs(
+            num_steps=64,
+            width=256,
+            depth=3,
+            activation="elu",
+            time_embedding="fourier",
+            time_embed_dim=16,
+            output_scale=1.0,
+            sigma_schedule="constant",
+            sigma_max=0.0,
+            squash="clip",
+        ),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-4, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
         algo=FppArgs(num_samples=16, clip=0.05, additive_noise=0.02, action_clip=2.0),
-    )  # fmt: skip
+    )
 
 
 def cpu_preset(env: str | None) -> Args:

@@ -77,10 +77,19 @@ class GaussianPpo(AbstractAlgorithm):
     def make_actor(self, spec, args, *, key) -> GaussianActor:
         a = self.args
         gaussian = GaussianSpec(
-            obs_dim=spec.obs_dim, act_dim=spec.act_dim, action_low=spec.action_low, action_high=spec.action_high,
-            width=a.width, depth=a.depth, activation=a.activation, std=a.std, squash=a.squash,
-            init_log_std=a.init_log_std, min_std=a.min_std, env_id=spec.env_id,
-        )  # fmt: skip
+            obs_dim=spec.obs_dim,
+            act_dim=spec.act_dim,
+            action_low=spec.action_low,
+            action_high=spec.action_high,
+            width=a.width,
+            depth=a.depth,
+            activation=a.activation,
+            std=a.std,
+            squash=a.squash,
+            init_log_std=a.init_log_std,
+            min_std=a.min_std,
+            env_id=spec.env_id,
+        )
         return GaussianActor(gaussian, key=key)
 
     def act(self, actor: GaussianActor, obs, key):
@@ -119,9 +128,10 @@ def playground_preset(env: str | None) -> Args:
         base,
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=0.25, max_grad_norm=None),
-        algo=GaussianPpoArgs(clip=0.1, entropy_coef=0.0, width=32, depth=4, activation="silu", std="state",
-                             squash="tanh"),
-    )  # fmt: skip
+        algo=GaussianPpoArgs(
+            clip=0.1, entropy_coef=0.0, width=32, depth=4, activation="silu", std="state", squash="tanh"
+        ),
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -134,9 +144,10 @@ def gym_preset(env: str | None) -> Args:
         base,
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-4, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
-        algo=GaussianPpoArgs(clip=0.2, entropy_coef=0.0, width=256, depth=3, activation="elu", std="param",
-                             squash="clip"),
-    )  # fmt: skip
+        algo=GaussianPpoArgs(
+            clip=0.2, entropy_coef=0.0, width=256, depth=3, activation="elu", std="param", squash="clip"
+        ),
+    )
 
 
 def cpu_preset(env: str | None) -> Args:

@@ -116,12 +116,20 @@ def playground_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=5, width=64, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=32, output_scale=1.0, squash="tanh"),
+        policy=PolicyArgs(
+            num_steps=5,
+            width=64,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=32,
+            output_scale=1.0,
+            squash="tanh",
+        ),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=3e-4, critic_lr=3e-4, value_coef=1.0, max_grad_norm=None),
         algo=GenPOArgs(clip=0.2, flow_mix=0.9, compress_coef=0.01, entropy_coef=0.0),
-    )  # fmt: skip
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -135,12 +143,20 @@ def gym_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=16, width=256, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=16, output_scale=0.25, squash="clip"),
+        policy=PolicyArgs(
+            num_steps=16,
+            width=256,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=16,
+            output_scale=0.25,
+            squash="clip",
+        ),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
         optim=OptimArgs(actor_lr=1e-3, critic_lr=1e-3, max_grad_norm=1.0, value_coef=1.0),
         algo=GenPOArgs(clip=0.2, flow_mix=0.9, compress_coef=0.01, entropy_coef=0.0),
-    )  # fmt: skip
+    )
 
 
 def cpu_preset(env: str | None) -> Args:

@@ -114,13 +114,23 @@ def playground_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=8, width=32, depth=4, activation="silu", time_embedding="sinusoidal",
-                          time_embed_dim=8, output_scale=0.25, sigma_schedule="exponential", sigma_max=3.0,
-                          sigma_min=1.0, squash="tanh"),
+        policy=PolicyArgs(
+            num_steps=8,
+            width=32,
+            depth=4,
+            activation="silu",
+            time_embedding="sinusoidal",
+            time_embed_dim=8,
+            output_scale=0.25,
+            sigma_schedule="exponential",
+            sigma_max=3.0,
+            sigma_min=1.0,
+            squash="tanh",
+        ),
         critic=CriticArgs(width=256, depth=5, activation="silu"),
         optim=OptimArgs(actor_lr=1e-3, critic_lr=1e-3, value_coef=0.1, max_grad_norm=None),
         algo=GsbMdpoArgs(kl_coef=0.8, ref_mix=0.0, step_clip=0.1, path_clip=0.3),
-    )  # fmt: skip
+    )
 
 
 def gym_preset(env: str | None) -> Args:
@@ -129,14 +139,25 @@ def gym_preset(env: str | None) -> Args:
     return specialise(
         Args,
         base,
-        policy=PolicyArgs(num_steps=16, width=256, depth=3, activation="silu", time_embedding="fourier",
-                          time_embed_dim=16, output_scale=0.25, sigma_schedule="linear", sigma_max=3.0,
-                          sigma_min=0.3, squash="clip"),
+        policy=PolicyArgs(
+            num_steps=16,
+            width=256,
+            depth=3,
+            activation="silu",
+            time_embedding="fourier",
+            time_embed_dim=16,
+            output_scale=0.25,
+            sigma_schedule="linear",
+            sigma_max=3.0,
+            sigma_min=0.3,
+            squash="clip",
+        ),
         critic=CriticArgs(width=256, depth=3, activation="elu"),
-        optim=OptimArgs(actor_lr=7.5e-4, critic_lr=1e-3, actor_cosine_decay=True, max_grad_norm=1.0,
-                        value_coef=1.0),
+        optim=OptimArgs(
+            actor_lr=7.5e-4, critic_lr=1e-3, actor_cosine_decay=True, max_grad_norm=1.0, value_coef=1.0
+        ),
         algo=GsbMdpoArgs(kl_coef=0.08, ref_mix=0.02, step_clip=0.1, path_clip=0.4),
-    )  # fmt: skip
+    )
 
 
 CPU_POLICY = PolicyArgs(sigma_schedule="exponential", sigma_max=3.0, sigma_min=1.0, squash="tanh")

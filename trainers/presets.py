@@ -26,17 +26,38 @@ def playground(env: str) -> TrainArgs:
         recompute_gae=True,
         episode_length=1000,
     )
-    return TrainArgs(env=env, total_steps=60_000_000, preset="playground", rollout=rollout,
-                     eval=EvalArgs(num_evals=10, num_envs=128), log=LogArgs(checkpoint_every=5))  # fmt: skip
+    return TrainArgs(
+        env=env,
+        total_steps=60_000_000,
+        preset="playground",
+        rollout=rollout,
+        eval=EvalArgs(num_evals=10, num_envs=128),
+        log=LogArgs(checkpoint_every=5),
+    )
 
 
 def gym(env: str) -> TrainArgs:
     """Table 2: 1024 envs x 24 steps, 4 minibatches of 6144, 4 epochs, gamma 0.99, 40M steps,
     evaluation every 1M steps over 10 episodes."""
-    rollout = RolloutArgs(num_envs=1024, unroll_length=24, unrolls_per_iteration=1, num_minibatches=4, epochs=4,
-                          gamma=0.99, gae_lambda=0.95, reward_scaling=1.0, recompute_gae=False)  # fmt: skip
-    return TrainArgs(env=env, total_steps=40_000_000, preset="gym", rollout=rollout,
-                     eval=EvalArgs(interval_steps=1_000_000, episodes=10), log=LogArgs(checkpoint_every=20))  # fmt: skip
+    rollout = RolloutArgs(
+        num_envs=1024,
+        unroll_length=24,
+        unrolls_per_iteration=1,
+        num_minibatches=4,
+        epochs=4,
+        gamma=0.99,
+        gae_lambda=0.95,
+        reward_scaling=1.0,
+        recompute_gae=False,
+    )
+    return TrainArgs(
+        env=env,
+        total_steps=40_000_000,
+        preset="gym",
+        rollout=rollout,
+        eval=EvalArgs(interval_steps=1_000_000, episodes=10),
+        log=LogArgs(checkpoint_every=20),
+    )
 
 
 def specialise(args_type: type, base: TrainArgs, **changes):

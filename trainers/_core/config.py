@@ -85,8 +85,16 @@ class RolloutArgs:
         return self.sequences_per_iteration * self.unroll_length
 
     def validate(self) -> None:
-        positive = ("num_envs", "unroll_length", "unrolls_per_iteration", "num_minibatches", "epochs",
-                    "episode_length", "action_repeat", "noise_hold")  # fmt: skip
+        positive = (
+            "num_envs",
+            "unroll_length",
+            "unrolls_per_iteration",
+            "num_minibatches",
+            "epochs",
+            "episode_length",
+            "action_repeat",
+            "noise_hold",
+        )
         for name in positive:
             require(getattr(self, name) >= 1, f"rollout.{name}", ">= 1", getattr(self, name))
         if self.sequences_per_iteration % self.num_minibatches:

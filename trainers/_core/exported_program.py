@@ -86,8 +86,14 @@ def _typed(raw, like):
 def program_key(name: str, env_source: str | None, material: dict) -> str:
     """The key of a stored program (or value) `name` traced from `material` (JSON-able), together with what
     every key covers: the repository's source, the env's source file, the package versions and the backend."""
-    material = {**material, "name": name, "source": _source_digest(), "env_source": _file_digest(env_source),
-                "versions": _versions(), "backend": jax.default_backend()}  # fmt: skip
+    material = {
+        **material,
+        "name": name,
+        "source": _source_digest(),
+        "env_source": _file_digest(env_source),
+        "versions": _versions(),
+        "backend": jax.default_backend(),
+    }
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 

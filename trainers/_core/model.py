@@ -105,10 +105,18 @@ class Optimizers(eqx.Module):
         warm-up before fine-tuning a pretrained actor); `decay_updates`: the updates a cosine decay spans (None:
         the run's `num_updates`)."""
         return Optimizers(
-            _adam(args.actor_lr, args.actor_cosine_decay, args.max_grad_norm, num_updates, actor_frozen_updates,
-                  decay_updates),
-            _adam(args.critic_lr, args.critic_cosine_decay, args.max_grad_norm, num_updates, 0, decay_updates),
-        )  # fmt: skip
+            _adam(
+                args.actor_lr,
+                args.actor_cosine_decay,
+                args.max_grad_norm,
+                num_updates,
+                actor_frozen_updates,
+                decay_updates,
+            ),
+            _adam(
+                args.critic_lr, args.critic_cosine_decay, args.max_grad_norm, num_updates, 0, decay_updates
+            ),
+        )
 
     def init(self, params: ActorCritic):
         return (self.actor.init(params.actor), self.critic.init(params.critic))

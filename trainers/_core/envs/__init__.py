@@ -63,5 +63,13 @@ def make_evaluator(algorithm: AbstractAlgorithm, args: TrainArgs):
     return _load(_KINDS[env_kind(args.env)][2])(algorithm, args)
 
 
-__all__ = ["PLAYGROUND_ENVS", "EnvBackend", "GymnasiumEnv", "PlaygroundEnv", "Timestep", "make_backend",
-           "make_env", "make_evaluator"]  # fmt: skip
+__all__ = [
+    "PLAYGROUND_ENVS",
+    "EnvBackend",
+    "GymnasiumEnv",
+    "PlaygroundEnv",
+    "Timestep",
+    "make_backend",
+    "make_env",
+    "make_evaluator",
+]

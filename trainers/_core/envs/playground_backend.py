@@ -74,9 +74,13 @@ def compile_function(fn, *, num_carry: int, name: str, args, env: PlaygroundEnv,
         return eqx.filter_jit(fn)
     config = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("output_dir", "resume")}
     return ExportedFunction(
-        fn, num_carry=num_carry, name=name, config=json.dumps(config, sort_keys=True, default=str),
-        folder=folder, env_source=inspect.getsourcefile(type(env.env)),
-    )  # fmt: skip
+        fn,
+        num_carry=num_carry,
+        name=name,
+        config=json.dumps(config, sort_keys=True, default=str),
+        folder=folder,
+        env_source=inspect.getsourcefile(type(env.env)),
+    )
 
 
 def make_playground_eval(algorithm: AbstractAlgorithm, env: PlaygroundEnv, args, mesh: Mesh | None = None):
@@ -127,8 +131,12 @@ class PlaygroundEvaluator:
         if train_env is not None:  # the training envs' loaded task, resized
             env = train_env.with_num_envs(args.eval.num_envs)
         else:
-            env = PlaygroundEnv.make(args.env, args.eval.num_envs, episode_length=rollout.episode_length,
-                                     action_repeat=rollout.action_repeat)  # fmt: skip
+            env = PlaygroundEnv.make(
+                args.env,
+                args.eval.num_envs,
+                episode_length=rollout.episode_length,
+                action_repeat=rollout.action_repeat,
+            )
         self.mesh = mesh
         self._run = make_playground_eval(algorithm, env, args, mesh)
 
@@ -149,16 +157,23 @@ class PlaygroundBackend(EnvBackend):
         self.algorithm, self.args, rollout = algorithm, args, args.rollout
         self.mesh = distributed.make_mesh(devices)
         self._check_mesh_sizes()
-        self.env = PlaygroundEnv.make(args.env, rollout.num_envs, episode_length=rollout.episode_length,
-                                      action_repeat=rollout.action_repeat,
-                                      remember_in=compile_cache.exported_folder(args.compile_cache))  # fmt: skip
+        self.env = PlaygroundEnv.make(
+            args.env,
+            rollout.num_envs,
+            episode_length=rollout.episode_length,
+            action_repeat=rollout.action_repeat,
+            remember_in=compile_cache.exported_folder(args.compile_cache),
+        )
 
     def _check_mesh_sizes(self) -> None:
         """Every batch split over the mesh must give each device the same share (clear errors, not XLA's)."""
         rollout = self.args.rollout
         distributed.check_divisible("rollout.num_envs", rollout.num_envs, self.mesh)
-        distributed.check_divisible("sequences per minibatch (num_envs * unrolls_per_iteration / "
-                                    "num_minibatches)", rollout.batch_size, self.mesh)  # fmt: skip
+        distributed.check_divisible(
+            "sequences per minibatch (num_envs * unrolls_per_iteration / num_minibatches)",
+            rollout.batch_size,
+            self.mesh,
+        )
         distributed.check_divisible("eval.num_envs", self.args.eval.num_envs, self.mesh)
 
     def start(self, state, update, env_key):
@@ -168,8 +183,9 @@ class PlaygroundBackend(EnvBackend):
         def reset(key):
             return (), distributed.constrain(env.reset(key), distributed.batch_sharding(mesh))
 
-        self._reset = compile_function(reset, num_carry=0, name="playground-reset", args=self.args, env=env,
-                                       mesh=mesh)  # fmt: skip
+        self._reset = compile_function(
+            reset, num_carry=0, name="playground-reset", args=self.args, env=env, mesh=mesh
+        )
         _, (self.env_state, self.obs) = self._reset(distributed.put(env_key, distributed.replicated(mesh)))
         self._iteration = compile_function(
             self._make_iteration(update),
@@ -189,10 +205,18 @@ class PlaygroundBackend(EnvBackend):
         def iteration(state, env_state, obs):
             state_key, rollout_key = jax.random.split(state.key)
             env_state, obs, data = collect_playground(
-                algorithm, env, state.model.actor, env_state, obs, rollout_key,
-                rollout.unroll_length, rollout.unrolls_per_iteration, split, rollout.noise_hold,
+                algorithm,
+                env,
+                state.model.actor,
+                env_state,
+                obs,
+                rollout_key,
+                rollout.unroll_length,
+                rollout.unrolls_per_iteration,
+                split,
+                rollout.noise_hold,
                 rollout.holds_noise(state.env_steps),
-            )  # fmt: skip
+            )
             state, metrics = update(eqx.tree_at(lambda s: s.key, state, state_key), data)
             # Rewards and dones go to every device (the host-side episode statistics read them whole).
             episodes = (data.reward, data.terminated | data.truncated)
