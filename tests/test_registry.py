@@ -1,6 +1,7 @@
 """The algorithm registry is the one place an algorithm is named, and the benchmark pipeline reaches the
 model cards through files only: every entry is a real trainer, every suite column a registered algorithm,
-the cards print the registry's labels, and hub_cards and trainers never import each other."""
+the cards print the registry's labels (the one module of trainers hub_cards imports), and trainers never imports
+hub_cards."""
 
 import ast
 import importlib
