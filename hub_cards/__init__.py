@@ -5,5 +5,5 @@
 - `python -m hub_cards.render [--check]`: (re)generate the committed example cards under
   hub_cards/examples/, or check that they match their result files.
 - hub_cards/results/: committed benchmark summaries (written by `python -m trainers.benchmark.aggregate`),
-  read by the cards for their baseline rows and algorithm labels.
+  read by the cards for their baseline rows; their algorithm labels come from `trainers.registry`.
 """

@@ -4,29 +4,22 @@ The summaries are written by `python -m trainers.benchmark.aggregate` (schema: s
 eval_protocol, tasks -> env id -> variant -> method / final_mean / final_std (sample std, ddof = 1, across
 seeds) / seeds / env_steps ...; a variant is a method, or a method with extra arguments). A JSON file
 there without a "suite" key is not a summary and is passed over; a malformed summary is an error naming
-the file. The algorithms' display names come from `algorithms.json` there, written by the same command from
-the trainers' registry.
+the file. The algorithms' display names come from the trainers' registry (`trainers.registry`, which imports no
+trainer: the one module of `trainers` the cards import).
 """
 
 import dataclasses
 import json
 from pathlib import Path
 
+from trainers.registry import ALGORITHMS
+
 RESULTS_DIR = Path(__file__).parent / "results"
 
-ALGORITHMS_FILE = "algorithms.json"
 
-
-def method_name(algo: str, results_dir: Path = RESULTS_DIR) -> str:
-    """The display name of a trainer's algorithm id (an id `algorithms.json` lacks is shown as it is)."""
-    path = results_dir / ALGORITHMS_FILE
-    try:
-        label = json.loads(path.read_text())["algorithms"].get(algo, {}).get("label", algo)
-    except FileNotFoundError:
-        raise ValueError(f"{path} is missing: `python -m trainers.benchmark.aggregate` writes it") from None
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
-        raise ValueError(f"{path} is not the algorithm table `algorithms.json` should be ({err!r})") from err
-    return str(label)
+def method_name(algo: str) -> str:
+    """The display name of a trainer's algorithm id (an id the registry lacks is shown as it is)."""
+    return next((a.label for a in ALGORITHMS if a.name == algo), algo)
 
 
 @dataclasses.dataclass(frozen=True)

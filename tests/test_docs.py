@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 QUICKSTART_RUN = Path("runs/InvertedPendulum-v5/gsb_mdpo/seed_0")
 GENERATED = DOCS / "benchmarks"
-"""Pages written by `trainers.benchmark.aggregate` (tables, no code blocks)."""
+"""Pages written by `trainers.lab.aggregate` (tables, no code blocks)."""
 SKIPPED = {
     (
         "getting-started.md",
-        'pip install -c tests/constraints.txt -e ".[dev]" && python -m pytest -n 2 --dist loadfile',
+        'pip install -c tests/constraints.txt -e ".[dev]" && python -m pytest -n 2 --dist loadfile && python -m pytest -n 2 --dist loadfile tests/lab',
     )
 }
 """(page, first line) of every block the tests do not run, each marked on its page with the reason."""

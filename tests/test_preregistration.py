@@ -153,6 +153,9 @@ def test_registering_refuses_seeds_that_already_ran_and_a_margin_test_without_a_
         _register(results, id="x", first_seed=1)
     with pytest.raises(CommandError, match="needs a --margin-fraction"):
         _register(results, id="y", test="non-inferior")
+    # The toy is the lab's: the framework registers suites, and names the lab's command for the toy.
+    with pytest.raises(CommandError, match="python -m trainers.lab.toy_registration"):
+        _register(results, id="z", source="toy", test="interval", paper_value=0.1, num_seeds=2)
 
 
 def test_a_registration_defines_a_suite_that_runs_only_its_runs_at_its_seeds(results):

@@ -1,6 +1,6 @@
-"""The long commands say what they are doing, in order, before each slow step: the toy analysis (pretraining,
-each mirror-descent iteration, the evaluation), `export.onnx` (tracing, the parity check) and
-`hub_cards.publish` (export, replay, upload). Progress goes to stdout, so stderr stays the one error line."""
+"""The long commands say what they are doing, in order, before each slow step: `export.onnx` (tracing, the
+parity check) and `hub_cards.publish` (export, replay, upload); the lab's toy analysis is tested in tests/lab/.
+Progress goes to stdout, so stderr stays the one error line."""
 
 import pytest
 from fake_hub import FakeHub, point_client_at
@@ -8,7 +8,6 @@ from test_bad_inputs_publish import make_run_folder
 
 from export import onnx as export_onnx
 from hub_cards import publish
-from trainers.experiments import toy_tilt
 
 pytest.importorskip("onnxruntime")
 
@@ -17,18 +16,6 @@ def assert_in_order(text: str, *parts: str) -> None:
     positions = [text.find(part) for part in parts]
     assert -1 not in positions, f"missing {parts[positions.index(-1)]!r} in:\n{text}"
     assert positions == sorted(positions), f"out of order: {parts} in:\n{text}"
-
-
-@pytest.mark.slow
-def test_toy_tilt_prints_each_phase_and_iteration(capsys):
-    # The smallest configuration that still runs every phase (seconds, not minutes; its numbers mean nothing).
-    toy_tilt.main(["--pretrain-steps", "20", "--width", "8", "--depth", "1", "--iterations", "2",
-                   "--updates-per-iteration", "2", "--paths-per-iteration", "256", "--minibatch", "128",
-                   "--eval-samples", "1000", "--out", "None", "--cache-dir", "None"])  # fmt: skip
-    out = capsys.readouterr().out
-    assert_in_order(out, "s] pretraining the old policy: step 20/20",
-                    "s] mirror descent: 2 iterations of 2 updates on 256 paths each ...", "s] iteration 1/2: masses",
-                    "s] iteration 2/2: masses", "s] evaluated on 1000 samples", "quadrant-mass L1 error")  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -283,10 +283,3 @@ def test_a_retired_config_field_blocks_a_resume_only_where_it_changed_what_the_r
         else:
             with pytest.raises(rundir.RunFolderError, match=r"noise-hold-fraction 0.5 -> None"):
                 rundir._check_resumable(tmp_path, "gsb_mdpo", args)
-
-
-def test_the_readme_performance_block_is_generated_from_the_committed_measurements(capsys):
-    from trainers.perf import report
-
-    report.main(["--check"])
-    assert "up to date" in capsys.readouterr().out

@@ -262,13 +262,6 @@ def test_table_2s_sampler_starts_an_untrained_policy_at_the_stated_spread():
     assert "action std of about 2.2, so about 64%" in description and "about 1.2 (41%)" in description
 
 
-def test_the_clip_fraction_suite_runs_the_column_the_clip_claim_reads():
-    from trainers.benchmark import claims
-
-    suite = SUITES["clip-fraction-cpu-gym"]
-    assert claims.CLIP_COLUMN in suite.variant_names and suite.tasks == ("HalfCheetah-v5",)
-
-
 def test_the_demonstrator_column_reruns_the_demonstrators_recipe_for_the_budget_too(tmp_path, monkeypatch):
     from trainers.benchmark import pretraining
 
@@ -359,39 +352,6 @@ def test_the_benchmark_pages_walker2d_account_holds_on_the_committed_runs():
         and f"inconclusive (P = {spread['comparison']['p_improvement']:.2f} at 3 seeds)" in page
     )
     assert "mostly the compressed schedule" not in page and "The spread is not the cause" not in page
-
-
-def test_the_benchmark_pages_clip_fraction_account_holds_on_the_committed_runs():
-    """The benchmarks page's clip-fraction paragraph: the claim's windows (`claims._window_mean`) on the
-    committed curves, the verdict, and Table 2's step count that explains the gap between the two shares."""
-    from trainers.benchmark.claims import CLIP_BAND, CLIP_COLUMN, CLIP_RISE, _window_mean
-
-    page = " ".join((RESULTS.parents[1] / "docs" / "benchmarks" / "index.md").read_text().split())
-    entries = json.loads((RESULTS / "clip-fraction-cpu-gym.json").read_text())["tasks"]["HalfCheetah-v5"]
-    paper, own = entries[CLIP_COLUMN], entries["gsb_mdpo"]
-    samples = _window_mean(paper["sample_clip_frac"], CLIP_RISE)
-    steps = _window_mean(paper["step_clip_frac"], CLIP_RISE)
-    assert not CLIP_BAND[0] <= samples <= CLIP_BAND[1] and CLIP_BAND[0] <= steps <= CLIP_BAND[1]
-    assert "so the verdict **depends on the count**" in page
-    assert f"{samples:.3f} of rollout samples have a clipped step" in page
-    assert f"the share of clipped generation steps is {steps:.3f}" in page
-    middle = (1 + CLIP_RISE) / 2
-    rise = [
-        _window_mean(paper["step_clip_frac"], *w)
-        for w in ((0.0, CLIP_RISE), (CLIP_RISE, middle), (middle, 1.0))
-    ]
-    assert rise[0] < rise[1] > rise[2]  # the rise, then the fall
-    assert (
-        f"rises from {rise[0]:.3f} over the first 10% of training and then falls, {rise[1]:.3f} over the next 45% and {rise[2]:.3f} over the last"
-        in page
-    )
-    halves = _window_mean(own["step_clip_frac"], 0.0, 0.5), _window_mean(own["step_clip_frac"], 0.5)
-    assert (
-        f"clips {halves[0]:.3f} of steps in the first half of its run and {halves[1]:.3f} in the second"
-        in page
-    )
-    assert _args("clip-fraction-cpu-gym", CLIP_COLUMN, "HalfCheetah-v5").policy.num_steps == 16
-    assert "With Table 2's 16 generation steps" in page
 
 
 def test_committed_pages_use_verdict_words_only_where_an_exact_test_supports_them():

@@ -3,7 +3,7 @@ GSB-MDPO, with a Gaussian MLP actor (gsbpolicy.GaussianActor) and PPO's clipped 
 
     L = -E[ min(r A, clip(r, 1 - eps, 1 + eps) A) ] - c_ent * H,   r = pi(u | s) / pi_old(u | s)
 
-on the stored pre-squash sample u. It is the like-for-like compute baseline; `trainers.perf.compare_ppo` checks it
+on the stored pre-squash sample u. It is the like-for-like compute baseline; `trainers.lab.perf.compare_ppo` checks it
 against Stable-Baselines3 PPO. Run `python -m trainers.gaussian_ppo --help`.
 
 The flow-policy group `--policy.*` of the shared config is not used by this trainer; the actor is set by

@@ -1,27 +1,27 @@
-"""Everything generated from the committed run ledgers (`hub_cards/results/<suite>.runs.jsonl`).
+"""Everything the framework generates from the committed run ledgers (`hub_cards/results/<suite>.runs.jsonl`).
 
-    python -m trainers.benchmark.aggregate          # regenerate every suite's files, the claims and the headline
+    python -m trainers.benchmark.aggregate          # regenerate every suite's files and the headline
     python -m trainers.benchmark.aggregate --check  # fail if a committed file differs from the ledgers' output
 
 For each suite: its summary `hub_cards/results/<suite>.json` (`summary`), and its documentation page
 `docs/benchmarks/<suite>.md` (`report`) with its learning curves `docs/benchmarks/<suite>.png` (`plots`). From
-every summary together: the claims page `docs/benchmarks/claims.md` (`claims_report`), the README's headline
-(the block between `<!-- headline:start -->` and `<!-- headline:end -->`: the aggregate IQM of each suite and one
-line per claim), the cost table of docs/reproducing.md (from the ledgers' wall-clock), and
-`hub_cards/results/algorithms.json` (each algorithm's label and policy kind, which the
-model cards print). For a results folder other than the committed one (a suite run on its own), the pages go
-beside its summaries and no README is touched. Nothing here is typed by hand.
+every summary together: the README's headline (the block between `<!-- headline:start -->` and
+`<!-- headline:end -->`: the aggregate IQM of each suite), the cost table of docs/reproducing.md (from the
+ledgers' wall-clock) and the table of pre-registrations. For a results folder other than the committed one (a
+suite run on its own), the pages go beside its summaries and no README is touched. Nothing here is typed by
+hand. The paper's claims are the lab's: `python -m trainers.lab.aggregate` runs this, then writes them.
 """
 
 import argparse
+import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gsbpolicy._files import atomic_write_bytes
 
-from ..registry import ALGORITHMS
-from . import claims_report, confirmatory
+from . import confirmatory
 from .ledger import (
     PROBE_FILE,
     RESULTS_DIR,
@@ -42,8 +42,6 @@ README = ROOT / "README.md"
 DOCS_DIR = ROOT / "docs" / "benchmarks"
 REPRODUCING = ROOT / "docs" / "reproducing.md"
 PREREGISTRATIONS_PAGE = DOCS_DIR / "preregistration.md"
-ALGORITHMS_FILE = "algorithms.json"
-"""The registry as the model cards read it (hub_cards imports nothing from trainers)."""
 HEADLINE = "headline"
 
 
@@ -62,7 +60,7 @@ TOY_SUMMARY = "toy_tilt_sweep.json"
 
 def measurements(results_dir: Path) -> dict:
     """The committed measurements the claims read besides the suites: `runtime-*.json`
-    (`python -m trainers.perf.runtime`), by file name, and the toy sweep's summary."""
+    (`python -m trainers.lab.perf.runtime`), by file name, and the toy sweep's summary."""
     toy = results_dir / TOY_SUMMARY
     return {
         "runtime": {p.name: json.loads(p.read_text()) for p in sorted(results_dir.glob("runtime-*.json"))},
@@ -97,7 +95,7 @@ def registered_runs(results_dir: Path) -> dict[str, tuple[dict, list[dict]]]:
 def pages_dir(results_dir: Path) -> Path:
     """Where the Markdown pages and plots of `results_dir`'s summaries go: the documentation for the committed
     results, beside the summaries otherwise."""
-    return DOCS_DIR if results_dir.resolve() == RESULTS_DIR.resolve() else results_dir
+    return DOCS_DIR if committed(results_dir) else results_dir
 
 
 def suite_files(summary: dict, results_dir: Path) -> dict[Path, bytes]:
@@ -116,18 +114,10 @@ def suite_files(summary: dict, results_dir: Path) -> dict[Path, bytes]:
     return files
 
 
-def algorithms_json() -> str:
-    """`algorithms.json`: name -> label and policy kind, in table order."""
-    table = {a.name: {"label": a.label, "policy_kind": a.policy_kind} for a in ALGORITHMS}
-    return json.dumps({"algorithms": table}, indent=1) + "\n"
-
-
-def headline(all_summaries: dict[str, dict], measured: dict | None = None) -> str:
-    """The README's headline: each suite's aggregate IQM per column with its interval, and one line per claim."""
+def headline(all_summaries: dict[str, dict]) -> str:
+    """The README's headline: each suite's aggregate IQM per column with its interval."""
     suites = [s for s in all_summaries.values() if (s.get("aggregate_iqm") or {}).get("columns")]
-    return TEMPLATES.get_template("headline.md.jinja").render(
-        suites=suites, claims=claims_report.one_line_each(all_summaries, measured)
-    )
+    return TEMPLATES.get_template("headline.md.jinja").render(suites=suites)
 
 
 def cost_rows(results_dir: Path = RESULTS_DIR) -> list[dict]:
@@ -150,14 +140,10 @@ def cost_rows(results_dir: Path = RESULTS_DIR) -> list[dict]:
 
 
 def generated(all_summaries: dict[str, dict], suites: list[str], results_dir: Path) -> dict[Path, bytes]:
-    """The files of `suites`, the claims page (which reads every summary) and `algorithms.json`."""
+    """The files of `suites`."""
     files = {}
     for suite in suites:
         files |= suite_files(all_summaries[suite], results_dir)
-    files[pages_dir(results_dir) / "claims.md"] = claims_report.page(
-        all_summaries, measurements(results_dir)
-    ).encode()
-    files[results_dir / ALGORITHMS_FILE] = algorithms_json().encode()
     return files
 
 
@@ -171,27 +157,52 @@ def with_block(text: str, name: str, content: str) -> str:
     return f"{head}{start}\n{content}{end}{tail}"
 
 
-def write_suites(
-    suites: list[str] | None = None, results_dir: Path = RESULTS_DIR, readme: Path = README
-) -> None:
-    """Regenerate `suites` (default: every ledger's) and the claims, and the generated blocks of the README and
-    the documentation when `results_dir` is the committed one. The claims read every ledger of a defined suite:
-    one left by a suite since removed has no summary, and must not stop the runner's regeneration of the suite
-    it ran."""
-    all_summaries = summaries(results_dir, [s for s in ledger_suites(results_dir) if s in SUITES])
-    for path, content in generated(all_summaries, suites or list(all_summaries), results_dir).items():
+Blocks = list[tuple[Path, str, str]]
+"""Generated blocks of hand-written pages: (file, block name, content)."""
+
+
+def write(files: dict[Path, bytes], blocks: Blocks) -> None:
+    """Write `files` and regenerate `blocks` in the pages that hold them."""
+    for path, content in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, content)
-    if results_dir.resolve() == RESULTS_DIR.resolve():
-        for path, name, text in _blocks(all_summaries, readme, results_dir):
-            atomic_write_bytes(path, with_block(path.read_text(), name, text).encode())
+    for path, name, text in blocks:
+        atomic_write_bytes(path, with_block(path.read_text(), name, text).encode())
 
 
-def _blocks(all_summaries: dict[str, dict], readme: Path, results_dir: Path) -> list[tuple[Path, str, str]]:
-    """The generated blocks of hand-written pages, (file, block name, content), for the files that exist: the
-    README's headline, and for the committed results the cost table of docs/reproducing.md."""
-    blocks = [(readme, HEADLINE, headline(all_summaries, measurements(results_dir)))]
-    if results_dir.resolve() == RESULTS_DIR.resolve():
+def outdated(files: dict[Path, bytes], blocks: Blocks) -> list[str]:
+    """The paths among `files` and `blocks` whose committed content differs from the generated one."""
+    stale = [str(p) for p, content in files.items() if not p.exists() or p.read_bytes() != content]
+    return stale + [
+        str(path)
+        for path, name, text in blocks
+        if path.read_text() != with_block(path.read_text(), name, text)
+    ]
+
+
+def committed(results_dir: Path) -> bool:
+    """Whether `results_dir` is the committed results folder (whose pages are the documentation's)."""
+    return results_dir.resolve() == RESULTS_DIR.resolve()
+
+
+def write_suites(
+    suites: list[str] | None = None, results_dir: Path = RESULTS_DIR, readme: Path = README
+) -> dict[str, dict]:
+    """Regenerate `suites` (default: every ledger's), and the generated blocks of the README and the
+    documentation when `results_dir` is the committed one; returns every defined suite's summary. The headline
+    reads every ledger of a defined suite: one left by a suite since removed has no summary, and must not stop
+    the runner's regeneration of the suite it ran."""
+    all_summaries = summaries(results_dir, [s for s in ledger_suites(results_dir) if s in SUITES])
+    files = generated(all_summaries, suites or list(all_summaries), results_dir)
+    write(files, _blocks(all_summaries, readme, results_dir) if committed(results_dir) else [])
+    return all_summaries
+
+
+def _blocks(all_summaries: dict[str, dict], readme: Path, results_dir: Path) -> Blocks:
+    """The generated blocks of hand-written pages, for the files that exist: the README's headline, and for the
+    committed results the cost table of docs/reproducing.md and the pre-registrations' table."""
+    blocks = [(readme, HEADLINE, headline(all_summaries))]
+    if committed(results_dir):
         blocks.append((REPRODUCING, "cost", TEMPLATES.get_template("cost.md.jinja").render(rows=cost_rows())))
         blocks.append((PREREGISTRATIONS_PAGE, "registrations", registrations_table(results_dir)))
     return [(path, name, text) for path, name, text in blocks if path.exists()]
@@ -202,48 +213,65 @@ def write_suite(suite: str, results_dir: Path = RESULTS_DIR, readme: Path = READ
     write_suites([suite], results_dir, readme)
 
 
-def stale_files(results_dir: Path = RESULTS_DIR, readme: Path = README) -> list[str]:
-    """Committed files that differ from what the ledgers generate (empty when up to date)."""
-    all_summaries = summaries(results_dir)
+def stale_files(
+    results_dir: Path = RESULTS_DIR, readme: Path = README, all_summaries: dict[str, dict] | None = None
+) -> list[str]:
+    """Committed files that differ from what the ledgers generate (empty when up to date); `all_summaries`:
+    the ledgers' summaries when the caller has them already."""
+    all_summaries = summaries(results_dir) if all_summaries is None else all_summaries
     files = generated(all_summaries, list(all_summaries), results_dir)
-    stale = [str(p) for p, content in files.items() if not p.exists() or p.read_bytes() != content]
-    blocks = _blocks(all_summaries, readme, results_dir)
-    stale += [
-        str(path)
-        for path, name, text in blocks
-        if path.read_text() != with_block(path.read_text(), name, text)
-    ]
-    return stale
+    return outdated(files, _blocks(all_summaries, readme, results_dir))
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--suite", nargs="*", help="suites to regenerate (default: every ledger)")
-    parser.add_argument("--check", action="store_true", help="only report files that are out of date")
-    args = parser.parse_args(argv)
-    try:
-        _run(parser, args)
-    except ValueError as err:
-        sys.exit(f"error: {err}")
+@dataclasses.dataclass(frozen=True)
+class Aggregation:
+    """One regenerating command: what it writes and checks, and how it names itself in its messages."""
 
+    module: str
+    """Its module (`python -m <module>`)."""
+    doc: str
+    """Its --help text."""
+    write: Callable[[list[str] | None], object]
+    """Regenerate the given suites (None: every ledger's) and what is generated from them."""
+    stale: Callable[[], list[str]]
+    """The committed files that differ from what the results generate."""
+    wrote: str
+    """What `write` regenerates besides the suites' files, for its report."""
 
-def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if args.check:
-        stale = stale_files()
-        if stale:
-            sys.exit("out of date (run `python -m trainers.benchmark.aggregate`): " + ", ".join(stale))
-        print("benchmark summaries are up to date")
-        return
-    known = ledger_suites(RESULTS_DIR)
-    if unknown := [s for s in args.suite or () if s not in known]:
-        parser.error(
-            f"no ledger for {', '.join(unknown)} in {RESULTS_DIR}; suites with a ledger: {', '.join(known)}"
+    def main(self, argv=None) -> None:
+        """The command line: regenerate, or only check (`--check`)."""
+        parser = argparse.ArgumentParser(
+            prog=f"python -m {self.module}",
+            description=self.doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-    write_suites(args.suite)
-    print(f"wrote {', '.join(args.suite or known)}, the claims and the README headline")
+        parser.add_argument("--suite", nargs="*", help="suites to regenerate (default: every ledger)")
+        parser.add_argument("--check", action="store_true", help="only report files that are out of date")
+        args = parser.parse_args(argv)
+        try:
+            self._run(parser, args)
+        except ValueError as err:
+            sys.exit(f"error: {err}")
 
+    def _run(self, parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+        if args.check:
+            stale = self.stale()
+            if stale:
+                sys.exit(f"out of date (run `python -m {self.module}`): " + ", ".join(stale))
+            print("benchmark summaries are up to date")
+            return
+        known = ledger_suites(RESULTS_DIR)
+        if unknown := [s for s in args.suite or () if s not in known]:
+            parser.error(
+                f"no ledger for {', '.join(unknown)} in {RESULTS_DIR}; suites with a ledger: {', '.join(known)}"
+            )
+        self.write(args.suite)
+        print(f"wrote {', '.join(args.suite or known)}, {self.wrote}")
+
+
+main = Aggregation(
+    "trainers.benchmark.aggregate", __doc__, write_suites, stale_files, "the README headline"
+).main
 
 if __name__ == "__main__":
     main()

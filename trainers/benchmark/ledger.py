@@ -1,7 +1,7 @@
 """The committed run ledgers and what the summaries read beside them, in `hub_cards/results`.
 
 Each line of `<suite>.runs.jsonl` is one finished run, as the benchmark runner recorded it: its curve, final
-evaluation, cost, hardware and commit. `exploration_probe.json` holds `trainers.experiments.exploration_probe`'s
+evaluation, cost, hardware and commit. `exploration_probe.json` holds `trainers.lab.exploration_probe`'s
 results by env, quoted under the tables of the suites that ran those envs.
 """
 
@@ -33,7 +33,7 @@ def read_probes(path: Path) -> dict[str, dict]:
         entries = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(
-            f"{path} is not valid JSON ({err}); move it away and rerun trainers.experiments.exploration_probe"
+            f"{path} is not valid JSON ({err}); move it away and rerun trainers.lab.exploration_probe"
         ) from None
     if not isinstance(entries, dict):
         raise ValueError(f"{path} holds {type(entries).__name__}, not the probe's entries by env")

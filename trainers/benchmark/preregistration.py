@@ -25,6 +25,7 @@ import dataclasses
 import datetime
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +37,8 @@ from gsbpolicy._files import atomic_write_text
 from .._core.cli import tyro_cli
 from .._core.runlog import read_jsonl
 from . import confirmatory, power
+from .fingerprint import RULE_MODULES
+from .fingerprint import rule_fingerprint as fingerprint
 from .ledger import RESULTS_DIR
 from .suites import PAPER_METHODS, PREREGISTRATION_FILE, SUITES
 
@@ -52,10 +55,10 @@ class Args:
     """The registration's id (letters, digits and '-'); its runs form the suite `confirm-<id>`."""
     claim: str
     """What is claimed, in words (for this repository's paper claims: the claim's short form in
-    `trainers.benchmark.claims.CLAIMS`, which the claims page matches)."""
+    `trainers.lab.claims.CLAIMS`, which the claims page matches)."""
     source: str
     """The suite whose exploratory runs fix the comparators and seed counts, and whose settings and budget the
-    confirmatory runs repeat; "toy" for the toy's interval test."""
+    confirmatory runs repeat; "toy" for the toy's interval test (`python -m trainers.lab.toy_registration`)."""
     tasks: tuple[str, ...] = ()
     """The claim's tasks (the family over which Holm's correction runs)."""
     test: Literal["greater", "less", "non-inferior", "equivalent", "interval"] = "greater"
@@ -98,9 +101,6 @@ def load(path: Path = PREREGISTRATION_FILE) -> list[dict]:
 
 def rule_fingerprint(rule: str) -> str:
     """The fingerprint of `confirmatory.<rule>` and everything it reads, as the repository holds it now."""
-    from .claims import RULE_MODULES
-    from .claims import rule_fingerprint as fingerprint
-
     root = Path(__file__).resolve().parents[2]
     sources = {m: (root / path).read_text() for m, path in RULE_MODULES.items()}
     return fingerprint(rule, sources, module="confirmatory")
@@ -164,7 +164,8 @@ def used_seeds(results_dir: Path) -> set[int]:
     return seeds | ({r["seed"] for r in read_jsonl(log)} if log.exists() else set())
 
 
-def _fresh(args: Args, count: int) -> list[int]:
+def fresh_seeds(args: Args, count: int) -> list[int]:
+    """`count` seeds from `--first-seed` on, refused if any committed ledger or the toy's log has run one."""
     seeds = list(range(args.first_seed, args.first_seed + count))
     clash = sorted(set(seeds) & used_seeds(args.results_dir))
     if clash:
@@ -194,7 +195,7 @@ def _suite_registration(args: Args) -> dict:
                 "comparator": comparator,
                 "comparator_chosen": why,
                 "margin": plan.pop("margin") or None,
-                "seeds": _fresh(args, args.num_seeds or count),
+                "seeds": fresh_seeds(args, args.num_seeds or count),
                 "exploratory": {
                     "treatment": got.get(args.treatment, []),
                     "comparator": got.get(comparator, []),
@@ -219,26 +220,11 @@ def _suite_registration(args: Args) -> dict:
     }
 
 
-def _toy_registration(args: Args) -> dict:
-    from trainers.experiments import toy_tilt
-
-    if args.paper_value is None or args.num_seeds is None:
-        raise CommandError("the toy's interval test needs --paper-value and --num-seeds")
-    seeds = _fresh(args, args.num_seeds)
-    return {
-        "settings": toy_tilt.settings(toy_tilt.Args()),
-        "beta": 1.0,
-        "preference": list(toy_tilt.PAPER_PREFERENCE),
-        "seeds": seeds,
-        "paper_value": args.paper_value,
-        "run": "python -m trainers.experiments.toy_tilt --sweep --sweep-betas 1 --sweep-quadrants 3 --sweep-seeds "
-        + " ".join(map(str, seeds)),
-        "fingerprint": rule_fingerprint("judge_toy"),
-    }
-
-
-def register(args: Args) -> dict:
-    """Build `args`' registration and append it to the registration file."""
+def register(args: Args, source_part: Callable[[Args], dict] | None = None) -> dict:
+    """Build `args`' registration and append it to the registration file; `source_part` builds the part that
+    depends on its source (default: a suite's; the toy's is the lab's, `trainers.lab.toy_registration`)."""
+    if args.source == "toy" and source_part is None:
+        raise CommandError("the toy is the lab's: register it with python -m trainers.lab.toy_registration")
     registered = load(args.file)
     if any(r["id"] == args.id for r in registered):
         raise CommandError(f"{args.file} already registers {args.id!r}: registrations are never edited")
@@ -246,7 +232,7 @@ def register(args: Args) -> dict:
         raise CommandError(f"--id {args.id!r}: use letters, digits and '-' only")
     if args.test == "interval" and args.source != "toy":
         raise CommandError("--test interval is the toy's (--source toy)")
-    body = _toy_registration(args) if args.source == "toy" else _suite_registration(args)
+    body = (source_part or _suite_registration)(args)
     entry = {
         "id": args.id,
         "claim": args.claim,
@@ -273,9 +259,14 @@ def _report(entry: dict, path: Path) -> None:
     print(f"registered {entry['id']} in {path}; commit it, then run: {entry['run']}")
 
 
-def main(argv=None) -> None:
-    args = tyro_cli(Args, args=argv, description=__doc__, prog="python -m trainers.benchmark.preregistration")
-    sys.exit(run_command(lambda: _report(register(args), args.file), usage_errors=(ValueError,)))
+def main(
+    argv=None,
+    source_part: Callable[[Args], dict] | None = None,
+    module: str = "trainers.benchmark.preregistration",
+) -> None:
+    """The command line of `python -m <module>`, registering with `source_part` (see `register`)."""
+    args = tyro_cli(Args, args=argv, description=__doc__, prog=f"python -m {module}")
+    sys.exit(run_command(lambda: _report(register(args, source_part), args.file), usage_errors=(ValueError,)))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ the share of its own aim an iteration realised):
 - One iteration falls short of its tilt whatever its optimizer: about 0.82 of it with these settings, 0.74-0.86
   in every setting measured. The cause is the policy class. A drift change only shifts the mean of each
   Gaussian step (the prior a^(0) and the step variances are fixed), so it can tilt the law of the paths only by
-  functions linear in each step's noise. `trainers.experiments.toy_reachable` measures, under the old policy,
+  functions linear in each step's noise. `trainers.lab.toy_reachable` measures, under the old policy,
   the share of Var(A) that such tilts reach to first order: about 0.85 (coarser steps: less); the rest is the
   fixed prior (about 1%) and the part of each step that is nonlinear in its noise.
 - So the paper's update, each iteration fed A, compounds the shortfalls: the policy ends at about
@@ -431,7 +431,7 @@ def sweep_log_path(args: Args) -> Path:
 
 
 def reachable_log_path(results_dir: Path) -> Path:
-    """Where `trainers.experiments.toy_reachable` keeps its measurements."""
+    """Where `trainers.lab.toy_reachable` keeps its measurements."""
     return results_dir / "raw" / "toy_tilt_reachable.jsonl"
 
 
@@ -892,7 +892,7 @@ def _reachable_markdown(summary: dict) -> list[str]:
         return lines
     lines += [
         "",
-        "Reachable share (`python -m trainers.experiments.toy_reachable`, from `raw/toy_tilt_reachable.jsonl`): "
+        "Reachable share (`python -m trainers.lab.toy_reachable`, from `raw/toy_tilt_reachable.jsonl`): "
         "the share of Var(A) that a drift change can tilt by, to first order, under each old policy (paper "
         "preference). The prior a^(0) is fixed and each generation step is Gaussian with a fixed variance, so "
         "a drift change tilts a step only by functions linear in its noise; the rest of each step's share of "

@@ -15,7 +15,7 @@ reward arrives). The probe tells them apart with two policy families:
 A swing that scores while random actions never do says the reward is reachable and the zeros are an
 exploration failure at the budget.
 
-    python -m trainers.experiments.exploration_probe [--env BallInCup]
+    python -m trainers.lab.exploration_probe [--env BallInCup]
 
 Prints both families' returns and writes them to hub_cards/results/exploration_probe.json (one entry per
 env; a rerun replaces its env's entry). The benchmark tables of every suite that ran the task quote it.
@@ -139,9 +139,7 @@ def probe(args: Args) -> dict:
 
 
 def main(argv=None) -> None:
-    args = tyro_cli(
-        Args, args=argv, description=__doc__, prog="python -m trainers.experiments.exploration_probe"
-    )
+    args = tyro_cli(Args, args=argv, description=__doc__, prog="python -m trainers.lab.exploration_probe")
     try:
         entries = {} if args.out is None else read_probes(args.out)
     except (ValueError, OSError) as err:

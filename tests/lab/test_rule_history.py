@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from trainers.benchmark import claims
+from trainers.benchmark.fingerprint import RULE_MODULES
+from trainers.lab import claims
 
-ROOT = Path(__file__).resolve().parents[1]
-FILES = list(claims.RULE_MODULES.values())
+ROOT = Path(__file__).resolve().parents[2]
+FILES = list(RULE_MODULES.values())
 
 
 def _git(*args: str) -> str:
@@ -22,14 +23,14 @@ def _git(*args: str) -> str:
 @functools.cache
 def _sources_at(commit: str) -> dict[str, str]:
     found = {}
-    for module, path in zip(claims.RULE_MODULES, FILES, strict=True):
+    for module, path in zip(RULE_MODULES, FILES, strict=True):
         shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, text=True)
         found[module] = shown.stdout if shown.returncode == 0 else ""
     return found
 
 
 def _now() -> dict[str, str]:
-    return {m: (ROOT / path).read_text() for m, path in zip(claims.RULE_MODULES, FILES, strict=True)}
+    return {m: (ROOT / path).read_text() for m, path in zip(RULE_MODULES, FILES, strict=True)}
 
 
 def _history_or_skip() -> None:

@@ -1,8 +1,8 @@
 """What GenPO costs: its closed-form log-determinant against the references' jacrev + slogdet, and GenPO
 against GSB-MDPO in training (a benchmark script, not a test).
 
-    python -m trainers.perf.bench_genpo update [--rows 512] [--repeats 3]   (--repeats 0: memory plan only)
-    python -m trainers.perf.bench_genpo train [--env HalfCheetah-v5] [--num-envs 32] [--iterations 8]
+    python -m trainers.lab.perf.bench_genpo update [--rows 512] [--repeats 3]   (--repeats 0: memory plan only)
+    python -m trainers.lab.perf.bench_genpo train [--env HalfCheetah-v5] [--num-envs 32] [--iterations 8]
 
 `update`: one actor-loss gradient (PPO surrogate + compress on fresh samples) at the gym preset's networks
 (HalfCheetah-v5: obs 17, act 6, 16 steps, 3x256), with log pi_theta(x_N | s) computed (a) as
@@ -91,8 +91,11 @@ def bench_update(rows: int, repeats: int) -> list[dict]:
     genpo, gsb = GenPO(genpo_args.algo), GsbMdpo(gsb_args.algo)
     actor, batch = _actor_setup(genpo, genpo_args, rows)
     gsb_actor, gsb_batch = _actor_setup(gsb, gsb_args, rows)
-    variants = (("GenPO closed form", genpo, actor, batch), ("GenPO jacrev+slogdet", genpo, JacrevFlow(actor), batch),
-                ("GSB-MDPO (its gym preset)", gsb, gsb_actor, gsb_batch))  # fmt: skip
+    variants = (
+        ("GenPO closed form", genpo, actor, batch),
+        ("GenPO jacrev+slogdet", genpo, JacrevFlow(actor), batch),
+        ("GSB-MDPO (its gym preset)", gsb, gsb_actor, gsb_batch),
+    )
     results = []
     for name, algo, model, data in variants:
         seconds, temp_mb = _time_actor_grad(algo, model, data, repeats)
@@ -112,9 +115,14 @@ def train_child(algo_name: str, env: str, num_envs: int, iterations: int) -> dic
         from trainers.gsb_mdpo import gym_preset as preset
     with tempfile.TemporaryDirectory() as tmp:
         rollout = {"num_envs": num_envs, "unroll_length": 24, "num_minibatches": 4, "epochs": 4}
-        args = with_fields(preset(env), total_steps=iterations * num_envs * 24, output_dir=Path(tmp) / "run",
-                           rollout=rollout, eval={"interval_steps": 10**9, "episodes": 1, "final_episodes": 1},
-                           log={"progress": False, "checkpoint_every": 10**6})  # fmt: skip
+        args = with_fields(
+            preset(env),
+            total_steps=iterations * num_envs * 24,
+            output_dir=Path(tmp) / "run",
+            rollout=rollout,
+            eval={"interval_steps": 10**9, "episodes": 1, "final_episodes": 1},
+            log={"progress": False, "checkpoint_every": 10**6},
+        )
         Trainer(algorithm_type(args.algo), args).run()
         lines = [json.loads(line) for line in (args.output_dir / "metrics.jsonl").read_text().splitlines()]
     sps = [r["time/sps"] for r in lines if r["type"] == "train"][1:]
@@ -150,8 +158,20 @@ def main() -> None:
         print(json.dumps(train_child(args.algo, args.env, args.num_envs, args.iterations)))
     else:
         for algo in ("gsb_mdpo", "genpo"):
-            command = [sys.executable, "-m", "trainers.perf.bench_genpo", "train-child", "--algo", algo, "--env", args.env,
-                       "--num-envs", str(args.num_envs), "--iterations", str(args.iterations)]  # fmt: skip
+            command = [
+                sys.executable,
+                "-m",
+                "trainers.lab.perf.bench_genpo",
+                "train-child",
+                "--algo",
+                algo,
+                "--env",
+                args.env,
+                "--num-envs",
+                str(args.num_envs),
+                "--iterations",
+                str(args.iterations),
+            ]
             out = subprocess.run(command, capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from trainers.benchmark import claims, claims_report
+from trainers.benchmark import fingerprint
 from trainers.benchmark.suites import SUITES, Suite, Variant
 from trainers.benchmark.summary import summarize
+from trainers.lab import claims, claims_report
 
 
 def _runs(task, variant, finals, finished="2026-12-01T00:00:00+00:00"):
@@ -349,32 +350,34 @@ def test_a_rules_fingerprint_follows_its_code_not_its_comments():
     from pathlib import Path
 
     root = Path(claims.__file__).resolve().parents[2]
-    sources = {m: (root / path).read_text() for m, path in claims.RULE_MODULES.items()}
-    base = claims.rule_fingerprint("clip_fraction_about_0_2", sources)
-    assert base and claims.rule_fingerprint("no_such_rule", sources) is None
+    sources = {m: (root / path).read_text() for m, path in fingerprint.RULE_MODULES.items()}
+    base = fingerprint.rule_fingerprint("clip_fraction_about_0_2", sources)
+    assert base and fingerprint.rule_fingerprint("no_such_rule", sources) is None
     commented = {
         **sources,
         "claims": sources["claims"].replace("CLIP_BAND = (0.1, 0.3)", "CLIP_BAND = (0.1, 0.3)  # x"),
     }
-    assert claims.rule_fingerprint("clip_fraction_about_0_2", commented) == base
+    assert fingerprint.rule_fingerprint("clip_fraction_about_0_2", commented) == base
     moved = {
         **sources,
         "claims": sources["claims"].replace("CLIP_BAND = (0.1, 0.3)", "CLIP_BAND = (0.1, 0.35)"),
     }
-    assert claims.rule_fingerprint("clip_fraction_about_0_2", moved) != base
-    assert claims.rule_fingerprint("ode_beats_sde", moved) == claims.rule_fingerprint(
+    assert fingerprint.rule_fingerprint("clip_fraction_about_0_2", moved) != base
+    assert fingerprint.rule_fingerprint("ode_beats_sde", moved) == fingerprint.rule_fingerprint(
         "ode_beats_sde", sources
     )
     # A threshold it reads in stats or exact is part of it too.
     holm = {**sources, "exact": sources["exact"].replace("(m - position)", "(m - position + 0)")}
-    assert claims.rule_fingerprint("clear_gains", holm) != claims.rule_fingerprint("clear_gains", sources)
+    assert fingerprint.rule_fingerprint("clear_gains", holm) != fingerprint.rule_fingerprint(
+        "clear_gains", sources
+    )
 
 
 def test_a_claims_fingerprint_covers_the_code_that_selects_its_data():
     from pathlib import Path
 
     root = Path(claims.__file__).resolve().parents[2]
-    sources = {m: (root / path).read_text() for m, path in claims.RULE_MODULES.items()}
+    sources = {m: (root / path).read_text() for m, path in fingerprint.RULE_MODULES.items()}
     base = {rule: claims.claim_fingerprint(rule, sources) for rule in ("clear_gains", "toy_l1_about_0_1")}
 
     def changed(module: str, old: str, new: str) -> dict:

@@ -1,6 +1,6 @@
 """Performance of the GSB-MDPO update and of Playground collection (a benchmark script, not a test).
 
-    python -m trainers.perf.bench_update [--env CartpoleSwingup] [--num-envs 256] [--repeats 5]
+    python -m trainers.lab.perf.bench_update [--env CartpoleSwingup] [--num-envs 256] [--repeats 5]
 
 1. The minibatch update (path log-likelihoods and drifts recomputed on stored paths, the loss, its
    gradient and Adam, plus the critic) for the `gym` and `playground` preset architectures, as effective
@@ -53,15 +53,27 @@ def update_flops(args: TrainArgs, obs_dim: int, act_dim: int, rows: int) -> floa
 
 def bench_update(name: str, args: TrainArgs, obs_dim: int, act_dim: int, repeats: int) -> dict:
     rows = args.rollout.batch_size * args.rollout.unroll_length
-    one = with_fields(args, rollout={"num_envs": args.rollout.batch_size, "unrolls_per_iteration": 1,
-                                     "num_minibatches": 1, "epochs": 1})  # fmt: skip
+    one = with_fields(
+        args,
+        rollout={
+            "num_envs": args.rollout.batch_size,
+            "unrolls_per_iteration": 1,
+            "num_minibatches": 1,
+            "epochs": 1,
+        },
+    )
     algo = GsbMdpo(args.algo)
     key = jax.random.key(0)
     spec = args.policy.spec(obs_dim, act_dim, -np.ones(act_dim), np.ones(act_dim), "bench")
     model = ActorCritic(algo.make_actor(spec, args, key=key), ValueMLP(obs_dim, args.critic, key=key))
     optimizers = Optimizers.make(args.optim, 1000)
-    state = TrainState(model, optimizers.init(eqx.filter(model, trainable_mask(model))), key,
-                       jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))  # fmt: skip
+    state = TrainState(
+        model,
+        optimizers.init(eqx.filter(model, trainable_mask(model))),
+        key,
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), jnp.int32),
+    )
     s, t = one.rollout.batch_size, one.rollout.unroll_length
     obs = jax.random.normal(key, (s, t, obs_dim))
     _, extras = jax.jit(lambda o: algo.act(model.actor, o, key))(obs.reshape(-1, obs_dim))

@@ -1,6 +1,6 @@
 """End-to-end training throughput against the number of devices (a benchmark script, not a test).
 
-    python -m trainers.perf.bench_devices [--env CartpoleSwingup] [--device-counts 1 2] [--iterations 2]
+    python -m trainers.lab.perf.bench_devices [--env CartpoleSwingup] [--device-counts 1 2] [--iterations 2]
         [--num-envs N] [--unrolls-per-iteration U] [--num-minibatches M] [--epochs E]
 
 For each device count it starts a fresh process that trains the GSB-MDPO `playground` preset (Table 1
@@ -12,7 +12,7 @@ On a CPU the devices are forced host devices (XLA_FLAGS=--xla_force_host_platfor
 share the same cores, so expect little gain; the point there is that the same program runs. On a GPU
 node the devices are the GPUs, e.g. the full preset on 1, 2, 4 and 8 GPUs:
 
-    python -m trainers.perf.bench_devices --device-counts 1 2 4 8 --iterations 2
+    python -m trainers.lab.perf.bench_devices --device-counts 1 2 4 8 --iterations 2
 """
 
 import argparse
@@ -42,8 +42,13 @@ def worker(opts) -> dict:
     if len(devices) < opts.worker:
         raise SystemExit(f"asked for {opts.worker} devices, this machine has {len(jax.devices())}")
     with tempfile.TemporaryDirectory() as tmp:
-        args = with_fields(playground_preset(opts.env), output_dir=Path(tmp) / "run", rollout=_geometry(opts),
-                           matmul_precision=opts.matmul_precision, log={"progress": False})  # fmt: skip
+        args = with_fields(
+            playground_preset(opts.env),
+            output_dir=Path(tmp) / "run",
+            rollout=_geometry(opts),
+            matmul_precision=opts.matmul_precision,
+            log={"progress": False},
+        )
         args = with_fields(args, total_steps=(opts.iterations + 1) * args.rollout.steps_per_iteration)
         start = time.perf_counter()
         trainer = Trainer(GsbMdpo(args.algo), args, devices=devices)
@@ -99,7 +104,7 @@ def main(argv=None) -> None:
     results = []
     for count in opts.device_counts:
         own = sys.argv[1:] if argv is None else argv
-        command = [sys.executable, "-m", "trainers.perf.bench_devices", *own, "--worker", str(count)]
+        command = [sys.executable, "-m", "trainers.lab.perf.bench_devices", *own, "--worker", str(count)]
         proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "XLA_FLAGS": flags})
         if proc.returncode:
             raise SystemExit(f"{count} device(s) failed:\n{proc.stderr[-3000:]}")

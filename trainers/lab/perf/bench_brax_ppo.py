@@ -12,7 +12,7 @@ checkpoints included); "steady" is the rate of training iterations alone (Brax's
 (deterministic) where we evaluate deterministic and stochastic; Brax does not bootstrap time-limit truncations
 by default. Timings are only meaningful on an otherwise idle machine.
 
-    python -m trainers.perf.bench_brax_ppo --env CartpoleSwingup --total-steps 3000000
+    python -m trainers.lab.perf.bench_brax_ppo --env CartpoleSwingup --total-steps 3000000
 """
 
 import argparse
@@ -101,11 +101,20 @@ def run_ours(env_name: str, total_steps: int, seed: int, num_evals: int, run_dir
     from trainers.presets import with_fields
 
     args = with_fields(
-        playground_preset(env_name), seed=seed, total_steps=total_steps, output_dir=run_dir,
-        rollout={"num_envs": NUM_ENVS, "unroll_length": UNROLL, "unrolls_per_iteration": BATCH * MINIBATCHES // NUM_ENVS,
-                 "num_minibatches": MINIBATCHES, "epochs": EPOCHS},
-        eval={"num_evals": num_evals, "num_envs": 128}, log={"progress": False, "checkpoint_every": 10**9},
-    )  # fmt: skip
+        playground_preset(env_name),
+        seed=seed,
+        total_steps=total_steps,
+        output_dir=run_dir,
+        rollout={
+            "num_envs": NUM_ENVS,
+            "unroll_length": UNROLL,
+            "unrolls_per_iteration": BATCH * MINIBATCHES // NUM_ENVS,
+            "num_minibatches": MINIBATCHES,
+            "epochs": EPOCHS,
+        },
+        eval={"num_evals": num_evals, "num_envs": 128},
+        log={"progress": False, "checkpoint_every": 10**9},
+    )
     assert args.rollout.steps_per_iteration == STEPS_PER_ITERATION
     start = time.perf_counter()
     policy_dir = Trainer(GaussianPpo(args.algo), args).run()
@@ -137,10 +146,20 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ours = run_ours(opts.env, opts.total_steps, opts.seed, max(1, opts.num_evals - 1), Path(tmp) / "run")
     brax = run_brax(opts.env, opts.total_steps, opts.seed, opts.num_evals)
-    result = {"env": opts.env, "geometry": dict(num_envs=NUM_ENVS, unroll_length=UNROLL, batch_size=BATCH,
-              num_minibatches=MINIBATCHES, epochs=EPOCHS), "gaussian_ppo": ours, "brax_ppo": brax,
-              "ratio_end_to_end": ours["sps_end_to_end"] / brax["sps_end_to_end"],
-              "device": str(jax.devices()[0].device_kind)}  # fmt: skip
+    result = {
+        "env": opts.env,
+        "geometry": dict(
+            num_envs=NUM_ENVS,
+            unroll_length=UNROLL,
+            batch_size=BATCH,
+            num_minibatches=MINIBATCHES,
+            epochs=EPOCHS,
+        ),
+        "gaussian_ppo": ours,
+        "brax_ppo": brax,
+        "ratio_end_to_end": ours["sps_end_to_end"] / brax["sps_end_to_end"],
+        "device": str(jax.devices()[0].device_kind),
+    }
     if ours["sps_steady"] and brax["sps_steady"]:
         result["ratio_steady"] = ours["sps_steady"] / brax["sps_steady"]
     for name in ("gaussian_ppo", "brax_ppo"):

@@ -1,7 +1,7 @@
 """The default on two envs written elsewhere: GSB-MDPO with its defaults (what `gsb_mdpo.train(MyEnv)` runs) and
 SB3 PPO with its defaults, 3 seeds each, scored on the envs' author's 50 evaluation episodes.
 
-    OMP_NUM_THREADS=1 python -m trainers.experiments.heldout_envs gsb_mdpo   # then: sb3_ppo
+    OMP_NUM_THREADS=1 python -m trainers.lab.heldout_envs gsb_mdpo   # then: sb3_ppo
 
 The envs (`hub_cards/results/raw/heldout/envs.py`, a two-tank level process and an overhead crane, with their
 author's controllers in `baselines.py`) were written for this check by an author who had not seen the trainer or
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainers.experiments.default_search import EVAL_EPISODES, EVAL_SEED
+from trainers.lab.default_search import EVAL_EPISODES, EVAL_SEED
 
 FOLDER = Path(__file__).resolve().parents[2] / "hub_cards" / "results" / "raw" / "heldout"
 STEPS = 150_000  # the cpu preset's own budget, as `gsb_mdpo.train(MyEnv)` runs it; SB3 gets the same

@@ -1,6 +1,6 @@
 """Time to the first finished training iteration, cold and warm compilation cache (a benchmark script).
 
-    python -m trainers.perf.startup [--repeats 2] [--out FILE.json]
+    python -m trainers.lab.perf.startup [--repeats 2] [--out FILE.json]
 
 For each case (the README's default run: `python -m trainers.gsb_mdpo`, InvertedPendulum-v5 with the cpu
 preset; and a Playground run: CartpoleSwingup with the cpu-playground suite's geometry) it starts the trainer
@@ -25,14 +25,19 @@ import time
 from pathlib import Path
 
 from trainers.benchmark.suites import SUITES
-from trainers.perf import write_result
+from trainers.lab.perf import write_result
 
 CASES = {
     "default (InvertedPendulum-v5, cpu preset)": ["--log.no-progress"],
     "Playground (CartpoleSwingup, cpu-playground geometry)": [
-        "--preset", "playground", "--env", "CartpoleSwingup", *SUITES["cpu-playground"].args, "--log.no-progress",
+        "--preset",
+        "playground",
+        "--env",
+        "CartpoleSwingup",
+        *SUITES["cpu-playground"].args,
+        "--log.no-progress",
     ],
-}  # fmt: skip
+}
 
 
 def _train_records(text: str) -> list[dict]:
@@ -48,8 +53,12 @@ def first_iteration_seconds(argv: list[str], cache: str, out: Path) -> tuple[flo
     metrics = out / "metrics.jsonl"
     start = time.perf_counter()
     first = None
-    process = subprocess.Popen([sys.executable, "-m", "trainers.gsb_mdpo", *argv, "--output-dir", str(out)],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trainers.gsb_mdpo", *argv, "--output-dir", str(out)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         while True:
             text = metrics.read_text() if metrics.exists() else ""
@@ -69,8 +78,11 @@ def first_iteration_seconds(argv: list[str], cache: str, out: Path) -> tuple[flo
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m trainers.perf.startup", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m trainers.lab.perf.startup",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--repeats", type=int, default=2, help="cold/warm pairs per case (fresh cache each)")
     parser.add_argument("--out", type=Path)
     opts = parser.parse_args(argv)
@@ -91,8 +103,11 @@ def main(argv=None) -> None:
                 )
             iteration = statistics.median(arms["iteration_s"])
             cold, warm = statistics.median(arms["cold_s"]), statistics.median(arms["warm_s"])
-            result["cases"][name] = {**arms, "warm_over_cold": warm / cold,
-                                     "overhead_warm_over_cold": (warm - iteration) / (cold - iteration)}  # fmt: skip
+            result["cases"][name] = {
+                **arms,
+                "warm_over_cold": warm / cold,
+                "overhead_warm_over_cold": (warm - iteration) / (cold - iteration),
+            }
     write_result(result, opts.out)
 
 

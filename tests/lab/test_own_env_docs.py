@@ -1,6 +1,6 @@
 """The own-env page's table of the default search is its committed log's, generated."""
 
-from trainers.experiments import default_search
+from trainers.lab import default_search
 
 
 def test_the_search_table_on_the_page_is_generated_from_the_log():
@@ -31,7 +31,7 @@ def test_every_setting_of_the_cpu_preset_that_is_not_the_papers_is_labelled_wher
         not in [getattr(getattr(p, group), f.name) for p in presets[1:]]
     }
     assert differing == set(labels)
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     for text in (
         " ".join(gsb_mdpo.cpu_preset.__doc__.split("Not the paper's", 1)[1].split()),
         " ".join((root / "README.md").read_text().split()),

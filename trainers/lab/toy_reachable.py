@@ -22,7 +22,7 @@ Estimated by nested Monte Carlo on the old policy: `paths` old paths; at each of
 fresh draws of eps_n, each continued `continuations` times to a^(N). The squared norms use the product of
 two independent halves and the variances subtract the continuation noise, so every share is unbiased.
 
-    python -m trainers.experiments.toy_reachable [--toy.seed 0] [--toy.num-steps 32] [--paths 192]
+    python -m trainers.lab.toy_reachable [--toy.seed 0] [--toy.num-steps 32] [--paths 192]
 
 Prints the shares per step and appends them to hub_cards/results/raw/toy_tilt_reachable.jsonl (one line
 per old policy and preference; a rerun replaces its line).
@@ -171,8 +171,14 @@ def measure(args: Args) -> dict:
         f"draws x {args.continuations} continuations ...",
         flush=True,
     )
-    shares = reachable_shares(old, quadrant_advantage(args.toy.preference), jax.random.key(args.key_seed),
-                              args.paths, args.children, args.continuations)  # fmt: skip
+    shares = reachable_shares(
+        old,
+        quadrant_advantage(args.toy.preference),
+        jax.random.key(args.key_seed),
+        args.paths,
+        args.children,
+        args.continuations,
+    )
     pretraining = {k: getattr(args.toy, k) for k in toy_tilt.PRETRAIN_FIELDS}
     record = {
         "pretraining": pretraining,
@@ -201,7 +207,7 @@ def measure(args: Args) -> dict:
 
 
 def main(argv=None) -> None:
-    args = tyro_cli(Args, args=argv, description=__doc__, prog="python -m trainers.experiments.toy_reachable")
+    args = tyro_cli(Args, args=argv, description=__doc__, prog="python -m trainers.lab.toy_reachable")
     try:
         toy_tilt.validate(args.toy)
         if args.paths < 2 or args.continuations < 2:

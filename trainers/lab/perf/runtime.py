@@ -1,7 +1,7 @@
 """Table 3 at steady state: training time per env step of each of the paper's five methods after
 compilation, and end to end, on one machine, at the current commit (a benchmark script).
 
-    python -m trainers.perf.runtime [--iterations 10] [--warmup 2] [--out hub_cards/results/runtime-cpu.json]
+    python -m trainers.lab.perf.runtime [--iterations 10] [--warmup 2] [--out hub_cards/results/runtime-cpu.json]
 
 Each method trains HalfCheetah-v5 with its own Table 2 column and the paper's Gym geometry (the `gym` preset:
 1024 envs x 24 steps, 4 minibatches, 4 epochs), seed 0, from a fresh run folder with the persistent
@@ -11,7 +11,7 @@ other. The training loop logs each iteration's own seconds (collection and updat
 state. End to end is the whole process, startup, compilation and a 2-episode final evaluation included; peak
 memory is the process tree's RSS and, with nvidia-smi, its GPU memory (sampled as the benchmark runner does).
 
-The claims page (`trainers.benchmark.claims`: `time_close_to_ppo_fpo_dppo`, `time_lower_than_dppo`,
+The claims page (`trainers.lab.claims`: `time_close_to_ppo_fpo_dppo`, `time_lower_than_dppo`,
 `memory_comparable`) reads the file this writes. Timings mean something only on a machine doing nothing else:
 the file records the load average at the start and the end.
 """
@@ -27,11 +27,19 @@ from pathlib import Path
 
 from trainers._core.cli import parse
 from trainers.benchmark.suites import PAPER_METHODS
-from trainers.perf import write_result
+from trainers.lab.perf import write_result
 
 TASK = "HalfCheetah-v5"
-EVAL_ARGS = ("--eval.interval-steps", "0", "--eval.num-evals", "1", "--eval.episodes", "2",
-             "--eval.final-episodes", "2")  # fmt: skip
+EVAL_ARGS = (
+    "--eval.interval-steps",
+    "0",
+    "--eval.num-evals",
+    "1",
+    "--eval.episodes",
+    "2",
+    "--eval.final-episodes",
+    "2",
+)
 """One 2-episode evaluation at the end: the table measures training."""
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from gsbpolicy import PolicySpec, make_policy
-from trainers.experiments import toy_reachable
+from trainers.lab import toy_reachable
 
 
 def _brownian(num_steps=4):

@@ -8,7 +8,7 @@ import pytest
 
 from trainers.benchmark import aggregate, report
 from trainers.benchmark.ledger import PROBE_FILE
-from trainers.experiments import exploration_probe as probe
+from trainers.lab import exploration_probe as probe
 
 
 def test_swings_are_a_sine_on_the_first_actuator_and_square_waves_on_the_rest():

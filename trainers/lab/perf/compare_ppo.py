@@ -6,7 +6,7 @@ Each finished run is written into the result file at once, and runs already ther
 resumes after an interruption. The claim checked: the mean final deterministic return (results.json, the
 shared evaluation code) of each method lies within one standard deviation (across seeds) of the other's.
 
-    python -m trainers.perf.compare_ppo --seeds 0 1 2 --total-steps 40000
+    python -m trainers.lab.perf.compare_ppo --seeds 0 1 2 --total-steps 40000
 """
 
 import argparse
@@ -38,8 +38,9 @@ def run_one(method: str, env: str, seed: int, total_steps: int, run_dir: Path) -
         def make(args):
             return Trainer(GaussianPpo(args.algo), args)
 
-    args = with_fields(cpu_preset(env), seed=seed, total_steps=total_steps, output_dir=run_dir,
-                       log={"progress": False})  # fmt: skip
+    args = with_fields(
+        cpu_preset(env), seed=seed, total_steps=total_steps, output_dir=run_dir, log={"progress": False}
+    )
     start = time.perf_counter()
     policy_dir = make(args).run()
     wall = time.perf_counter() - start
@@ -106,7 +107,7 @@ def main(argv=None) -> None:
             record["runs"][method][str(seed)] = run_one(method, opts.env, seed, opts.total_steps, run_dir)
             record["summary"] = summary(record["runs"])
             record["command"] = (
-                f"python -m trainers.perf.compare_ppo --env {opts.env} --total-steps {opts.total_steps}"
+                f"python -m trainers.lab.perf.compare_ppo --env {opts.env} --total-steps {opts.total_steps}"
             )
             record["git_commit"] = git_commit()["commit"]
             opts.out.parent.mkdir(parents=True, exist_ok=True)

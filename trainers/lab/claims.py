@@ -23,16 +23,15 @@ seen before the rules took their form. A confirmatory verdict comes from a pre-r
 (`preregistration`, judged by `confirmatory`) on fresh seeds.
 """
 
-import ast
 import dataclasses
-import hashlib
 import math
 from collections.abc import Callable
 
 import numpy as np
 
+from ..benchmark import exact, stats
+from ..benchmark.fingerprint import rule_fingerprint
 from ..registry import PROPOSED
-from . import exact, stats
 
 AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
 NOT_MEASURED = "not measured yet"
@@ -401,7 +400,7 @@ def _started(entries: list[dict]) -> str | None:
 def _actor_trains(suite: str, column: str) -> bool:
     """False for a column whose actor never moves (its learning rate is 0 for the whole run: the fine-tuning
     suite's `bc`, a clone scored as it is)."""
-    from .suites import SUITES
+    from ..benchmark.suites import SUITES
 
     if suite not in SUITES or column not in SUITES[suite].variant_names:
         return True
@@ -463,8 +462,13 @@ def ode_beats_sde(summaries: dict[str, dict], tests: Family) -> Outcome | None:
     return Outcome(outcome, detail, started=_started([within, *runs]))
 
 
-TABLE3 = {"gaussian_ppo": (6.24, 0.60), "fpo": (6.96, 1.00), "dppo": (8.67, 2.50), "genpo": (28.73, 64.98),
-          "gsb_mdpo": (7.39, 2.59)}  # fmt: skip
+TABLE3 = {
+    "gaussian_ppo": (6.24, 0.60),
+    "fpo": (6.96, 1.00),
+    "dppo": (8.67, 2.50),
+    "genpo": (28.73, 64.98),
+    "gsb_mdpo": (7.39, 2.59),
+}
 """The paper's Table 3 (HalfCheetah-v5, 5M env steps, one A800): minutes end to end and peak GPU GB."""
 
 
@@ -487,7 +491,7 @@ def _on_gpu(measurement: dict, agrees: bool) -> str:
 
 
 def time_close_to_ppo_fpo_dppo(measurement: dict, tests: Family) -> Outcome | None:
-    """Steady-state training time per env step (after compilation; `trainers.perf.runtime`) at the paper's
+    """Steady-state training time per env step (after compilation; `trainers.lab.perf.runtime`) at the paper's
     Gym geometry, one seed each, against Table 3's own ratios. Close: GSB-MDPO's time over the mean of Gaussian
     PPO's, FPO's and DPPO's is at most TOLERANCE (1.25) times the paper's (7.39 / mean(6.24, 6.96, 8.67) =
     1.02); substantially lower than GenPO: GenPO's time over GSB-MDPO's is at least the paper's (28.73 / 7.39
@@ -515,7 +519,7 @@ def time_close_to_ppo_fpo_dppo(measurement: dict, tests: Family) -> Outcome | No
 
 
 def time_lower_than_dppo(measurement: dict, tests: Family) -> Outcome | None:
-    """Steady-state seconds per env step after compilation (`trainers.perf.runtime`), GSB-MDPO's over DPPO's,
+    """Steady-state seconds per env step after compilation (`trainers.lab.perf.runtime`), GSB-MDPO's over DPPO's,
     each the mean of one training process's iterations, against Table 3's ratio (7.39 / 8.67 = 0.85 min end to
     end). The iterations of one process are not independent replicates (they share its compilation, memory and
     machine load), so no test is made on them. On a GPU (Table 3's hardware): agrees when the ratio is at most
@@ -536,7 +540,7 @@ def time_lower_than_dppo(measurement: dict, tests: Family) -> Outcome | None:
 
 
 def memory_comparable(measurement: dict, tests: Family) -> Outcome | None:
-    """Peak GPU memory of the training process tree (`trainers.perf.runtime`; a CPU measurement has none: a
+    """Peak GPU memory of the training process tree (`trainers.lab.perf.runtime`; a CPU measurement has none: a
     process's RSS also holds the Python and XLA runtime, which is not what Table 3 measures), against Table 3's
     ratios: GSB-MDPO's peak over DPPO's within a factor TOLERANCE (1.25) of the paper's (2.59 / 2.50 = 1.04),
     either way ("comparable"), and GenPO's over GSB-MDPO's at least the paper's (64.98 / 2.59 = 25.1) divided
@@ -692,26 +696,6 @@ hoc."""
 
 
 # ---------------------------------------------------------------------------------------------- rule identity
-RULE_MODULES = {
-    "claims": "trainers/benchmark/claims.py",
-    "stats": "trainers/benchmark/stats.py",
-    "exact": "trainers/benchmark/exact.py",
-    "suites": "trainers/benchmark/suites.py",
-    "summary": "trainers/benchmark/summary.py",
-    "cell_summary": "trainers/benchmark/cell_summary.py",
-    "suite_types": "trainers/benchmark/suite_types.py",
-    "table_suites": "trainers/benchmark/table_suites.py",
-    "ablation_suites": "trainers/benchmark/ablation_suites.py",
-    "finetune_suite": "trainers/benchmark/finetune_suite.py",
-    "compute_suites": "trainers/benchmark/compute_suites.py",
-    "defaults_suites": "trainers/benchmark/defaults_suites.py",
-    "claims_report": "trainers/benchmark/claims_report.py",
-    "aggregate": "trainers/benchmark/aggregate.py",
-    "confirmatory": "trainers/benchmark/confirmatory.py",
-    "toy_tilt": "trainers/experiments/toy_tilt.py",
-}
-"""Module name -> its path in the repository: every module whose code a verdict can depend on, the rules' own
-and the code that selects their data."""
 SELECTION: dict[str, tuple[tuple[str, str], ...]] = {
     # Per task and column, the runs and each one's value (`summarize`, with the suite's definition it reads), the
     # columns planned but not run, and how the row's verdict combines its tasks.
@@ -724,65 +708,6 @@ SELECTION: dict[str, tuple[tuple[str, str], ...]] = {
 }  # fmt: skip
 """What a claim's rule is fingerprinted with besides its own code, by the claim's `source`: the functions that
 select and shape the data it reads."""
-
-
-def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
-    """A module's top-level functions, classes and assigned names."""
-    found: dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            found[node.name] = node
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                if isinstance(target, ast.Name):
-                    found[target.id] = node
-    return found
-
-
-def _imports(tree: ast.Module, modules: set[str]) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
-    """The names a module binds by importing from `modules` (anywhere in it, functions included): module aliases
-    (`from . import claims as c`: c -> claims) and imported names (`from .suites import SUITES`)."""
-    aliases, names = {}, {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        source = (node.module or "").split(".")[-1]
-        for alias in node.names:
-            if not node.module and alias.name in modules:
-                aliases[alias.asname or alias.name] = alias.name
-            elif source in modules:
-                names[alias.asname or alias.name] = (source, alias.name)
-    return aliases, names
-
-
-def rule_fingerprint(
-    rule: str, sources: dict[str, str], module: str = "claims", roots: tuple[tuple[str, str], ...] = ()
-) -> str | None:
-    """A digest of rule `rule`'s code (a function of `module`) and of `roots` (module, name): each function and
-    every function, class and constant it reads, transitively, in `sources` (module name -> its source text),
-    following imports between them, compared as syntax trees (docstrings included, comments and layout not).
-    None when the rule is not defined there."""
-    trees = {m: ast.parse(text) for m, text in sources.items()}
-    defs = {m: _definitions(tree) for m, tree in trees.items()}
-    bound = {m: _imports(tree, set(trees)) for m, tree in trees.items()}
-    if rule not in defs.get(module, {}):
-        return None
-    seen, todo = set(), [(module, rule), *roots]
-    while todo:
-        module, name = todo.pop()
-        if (module, name) in seen or name not in defs.get(module, {}):
-            continue
-        seen.add((module, name))
-        aliases, names = bound[module]
-        for node in ast.walk(defs[module][name]):
-            if isinstance(node, ast.Name):
-                todo.append(names.get(node.id, (module, node.id)))
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                base = aliases.get(node.value.id, node.value.id)
-                if base in defs:
-                    todo.append((base, node.attr))
-    text = "\n".join(f"{m}.{n}: {ast.dump(defs[m][n])}" for m, n in sorted(seen))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def claim_fingerprint(rule: str, sources: dict[str, str]) -> str | None:

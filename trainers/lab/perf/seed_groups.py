@@ -1,6 +1,6 @@
 """Several seeds in one process (`--seeds`) against the same seeds one after another (a benchmark script).
 
-    python -m trainers.perf.seed_groups --env CartpoleSwingup [--suite cpu-playground] [--sizes 3 5]
+    python -m trainers.lab.perf.seed_groups --env CartpoleSwingup [--suite cpu-playground] [--sizes 3 5]
         [--iterations 3] [--algo gsb_mdpo] [--out FILE.json]
 
 For each size n it trains seeds 0..n-1 of `--algo` on `--env` for `--iterations` iterations, twice, each as
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from trainers.benchmark.suites import SUITES
-from trainers.perf import write_result
+from trainers.lab.perf import write_result
 
 
 def trainer_command(opts, steps_per_iteration: int, seeds: list[int], out: Path) -> list[str]:
@@ -101,8 +101,12 @@ def measure(opts, size: int, work: Path, per_iteration: int) -> dict:
             run(trainer_command(opts, per_iteration, [seed], one), work / f"cache_separate_{size}")
         )
         separate_its.append(statistics.median(iteration_seconds(one)))
-        print(json.dumps({"seed": seed, "separate_wall_s": separate_walls[-1], "iteration_s": separate_its[-1]}),
-              flush=True)  # fmt: skip
+        print(
+            json.dumps(
+                {"seed": seed, "separate_wall_s": separate_walls[-1], "iteration_s": separate_its[-1]}
+            ),
+            flush=True,
+        )
     grouped_sps = size * per_iteration / grouped_it
     separate_sps = per_iteration / statistics.mean(separate_its)
     return {
@@ -125,8 +129,11 @@ def hardware() -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m trainers.perf.seed_groups", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m trainers.lab.perf.seed_groups",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--env", default="CartpoleSwingup")
     parser.add_argument("--suite", default="cpu-playground", choices=sorted(SUITES))
     parser.add_argument("--algo", default="gsb_mdpo")
@@ -139,9 +146,16 @@ def main(argv=None) -> None:
     if min(opts.sizes) < 2:
         parser.error("--sizes must be at least 2 (a group of one is a single run)")
     per_iteration = steps_per_iteration(opts)
-    result = {"env": opts.env, "suite": opts.suite, "algo": opts.algo, "iterations": opts.iterations,
-              "env_steps_per_iteration_per_seed": per_iteration, "hardware": hardware(), "sizes": [],
-              "load_average_start": os.getloadavg()}  # fmt: skip
+    result = {
+        "env": opts.env,
+        "suite": opts.suite,
+        "algo": opts.algo,
+        "iterations": opts.iterations,
+        "env_steps_per_iteration_per_seed": per_iteration,
+        "hardware": hardware(),
+        "sizes": [],
+        "load_average_start": os.getloadavg(),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for size in opts.sizes:
             result["sizes"].append(measure(opts, size, Path(tmp), per_iteration))

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from trainers.benchmark import claims, claims_report
-from trainers.perf import runtime
+from trainers.lab import claims, claims_report
+from trainers.lab.perf import runtime
 
 
 def test_each_methods_iteration_is_its_table2_geometry():

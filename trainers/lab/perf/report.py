@@ -1,10 +1,10 @@
 """The performance numbers of the README and the documentation, generated from the committed measurements.
 
-    python -m trainers.perf.report            # regenerate the blocks
-    python -m trainers.perf.report --check    # exit 1 if a block is out of date
+    python -m trainers.lab.perf.report            # regenerate the blocks
+    python -m trainers.lab.perf.report --check    # exit 1 if a block is out of date
 
-Reads hub_cards/results/raw/: `startup_cpu.json` (`trainers.perf.startup`), `seed_groups_*.json`
-(`trainers.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs, the first the baseline) for the block
+Reads hub_cards/results/raw/: `startup_cpu.json` (`trainers.lab.perf.startup`), `seed_groups_*.json`
+(`trainers.lab.perf.seed_groups`) and `ci_wall_clock.json` (the CI runs, the first the baseline) for the block
 `<!-- perf:compile-once:start -->` ... `<!-- perf:compile-once:end -->` of docs/scaling-out.md, and
 `new_user_steps.json` (the Getting started steps timed as a new user runs them) for `<!-- perf:new-user:... -->`
 in docs/getting-started.md. A missing file leaves its rows out.
@@ -18,7 +18,7 @@ from pathlib import Path
 from gsbpolicy._files import atomic_write_text
 from trainers.benchmark.aggregate import ROOT, with_block
 
-RAW = Path(__file__).resolve().parents[2] / "hub_cards" / "results" / "raw"
+RAW = Path(__file__).resolve().parents[3] / "hub_cards" / "results" / "raw"
 BLOCK = "perf:compile-once"
 NEW_USER_BLOCK = "perf:new-user"
 
@@ -36,7 +36,7 @@ def _median(values: list[float]) -> float:
 def startup_lines(data: dict) -> list[str]:
     lines = [
         "Time to the first finished iteration (process start to its metrics record; median of "
-        f"{len(next(iter(data['cases'].values()))['cold_s'])} pairs; `python -m trainers.perf.startup`, "
+        f"{len(next(iter(data['cases'].values()))['cold_s'])} pairs; `python -m trainers.lab.perf.startup`, "
         f"{data['cpu_count']}-core CPU). The first record includes one iteration's own work, which no "
         "cache removes; the last two columns take one compiled iteration (the second's time) out:",
         "",
@@ -61,10 +61,14 @@ def _device(data: dict) -> str:
 
 
 def seed_group_lines(results: list[dict]) -> list[str]:
-    lines = ["Seeds 0..n-1 in one process (`--seeds`) against the same seeds one process after another (each arm "
-             "from an empty compilation cache; `python -m trainers.perf.seed_groups`):", "",
-             "| task, geometry | where | seeds | one process | one after another | wall-clock gain | "
-             "env steps/s, grouped / separate |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "Seeds 0..n-1 in one process (`--seeds`) against the same seeds one process after another (each arm "
+        "from an empty compilation cache; `python -m trainers.lab.perf.seed_groups`):",
+        "",
+        "| task, geometry | where | seeds | one process | one after another | wall-clock gain | "
+        "env steps/s, grouped / separate |",
+        "|---|---|---|---|---|---|---|",
+    ]
     notes = []
     for data in results:
         mark = ""
@@ -159,7 +163,7 @@ def updated_pages() -> dict[Path, tuple[str, str]]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m trainers.perf.report",
+        prog="python -m trainers.lab.perf.report",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -169,7 +173,7 @@ def main(argv=None) -> None:
     if opts.check:
         stale = [str(page) for page, (now, updated) in pages.items() if now != updated]
         if stale:
-            sys.exit(f"out of date: {', '.join(stale)}; run `python -m trainers.perf.report`")
+            sys.exit(f"out of date: {', '.join(stale)}; run `python -m trainers.lab.perf.report`")
         print("performance blocks are up to date")
         return
     for page, (_, updated) in pages.items():

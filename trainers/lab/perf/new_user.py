@@ -1,11 +1,11 @@
 """The README's steps timed as a new user runs them, one after another in a fresh folder (a benchmark script).
 
-    python -m trainers.perf.new_user [--out hub_cards/results/raw/new_user_steps.json]
+    python -m trainers.lab.perf.new_user [--out hub_cards/results/raw/new_user_steps.json]
 
 Runs the Quickstart's training, the "A control script" block (as use_policy.py), the ONNX export, the
 "A robot" block (as onnx_run.py), `hub_cards.publish --dry-run` and the learning-curve plot, in an empty
 folder with an empty compilation cache (what a first run on a fresh machine meets) and this repository on
-PYTHONPATH (standing in for the clone). `trainers.perf.report` turns the result into the README's sentence.
+PYTHONPATH (standing in for the clone). `trainers.lab.perf.report` turns the result into the README's sentence.
 """
 
 import argparse
@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainers.perf import write_result
+from trainers.lab.perf import write_result
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN = "runs/InvertedPendulum-v5/gsb_mdpo/seed_0"
 STEPS = (
     ("train (the Quickstart)", "python -m trainers.gsb_mdpo --log.no-progress"),
@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     readme = (ROOT / "README.md").read_text()
     result = {
         "what": "the README's steps as a new user runs them, timed one after another in a fresh folder",
-        "script": "python -m trainers.perf.new_user (PYTHONPATH stands in for the clone; an empty compilation cache)",
+        "script": "python -m trainers.lab.perf.new_user (PYTHONPATH stands in for the clone; an empty compilation cache)",
         "load_average_start": os.getloadavg(),
         "steps": [],
     }

@@ -5,9 +5,13 @@ on its registered runs by `confirmatory`; every other row is exploratory."""
 
 import dataclasses
 import inspect
+from pathlib import Path
 
+import jinja2
+
+from ..benchmark import confirmatory, report
+from ..benchmark.suites import SUITES
 from . import claims as c
-from . import confirmatory
 from .claims import (
     AGREES,
     CLAIMS,
@@ -21,10 +25,10 @@ from .claims import (
     Outcome,
     number,
 )
-from .report import TEMPLATES
-from .suites import SUITES
 
 EXPLORATORY, CONFIRMATORY = "exploratory", "confirmatory"
+TEMPLATES = report.TEMPLATES.overlay(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")))
+"""The lab's templates (trainers/lab/templates/), read with the framework's settings and filters."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,7 +349,7 @@ def page(summaries: dict[str, dict], measurements: dict | None = None) -> str:
 
 
 def one_line_each(summaries: dict[str, dict], measurements: dict | None = None) -> list[str]:
-    """Each claim in a few words with its verdict per source of evidence: the README's headline."""
+    """Each claim in a few words with its verdict per source of evidence: the README's claims."""
     by_claim: dict[str, list[str]] = {}
     for row in rows(summaries, measurements):
         where = "; ".join(x for x in (row.source, row.label, row.brief) if x)

@@ -1,8 +1,8 @@
 """The search that chose `--preset cpu` (the default for any env), as a table generated from its committed log.
 
-    python -m trainers.experiments.default_search           # rewrite the table in docs/own-env.md
-    python -m trainers.experiments.default_search --check   # fail if the page's table is not the log's
-    python -m trainers.experiments.default_search --run TAG --env DoubleIntegrator-v0 --steps 100000 \
+    python -m trainers.lab.default_search           # rewrite the table in docs/own-env.md
+    python -m trainers.lab.default_search --check   # fail if the page's table is not the log's
+    python -m trainers.lab.default_search --run TAG --env DoubleIntegrator-v0 --steps 100000 \
         --seeds 0 1 2 --over '{"rollout": {"noise_hold": 1}}'     # train, evaluate and log one setting
 
 `hub_cards/results/raw/default_search.jsonl` holds one line per run: a setting (`tag`, and `over`, its overrides
@@ -64,7 +64,7 @@ ROWS = {
     "T4_hold4_50k": "**the default**: the hold-4 default, the noise held for the first 50k env steps only (`--rollout.noise-hold-steps 50000`)",
     "sb3direct_default": "Stable-Baselines3 PPO itself, its defaults (no VecNormalize)",
     "sb3direct_zoo": "Stable-Baselines3 PPO itself, rl-baselines3-zoo's settings (VecNormalize; gSDE on Pendulum and MountainCar)",
-}  # fmt: skip
+}
 COLUMNS = (("Reach47-v0", 8192, "Reach 8k"), ("Reach47-v0", 30000, "Reach 30k"),
            ("DoubleIntegrator-v0", 16384, "DoubleIntegrator 16k"), ("DoubleIntegrator-v0", 100000, "DoubleIntegrator 100k"),
            ("Puck-v0", 100000, "Puck 100k"), ("Pendulum-v1", 100000, "Pendulum 100k"), ("MountainCarContinuous-v0", 50000, "MountainCar 50k"),
@@ -115,9 +115,19 @@ def run(tag: str, env: str, steps: int, seeds: list[int], over: dict, log: Path 
         with tempfile.TemporaryDirectory() as run_dir:
             policy = gsb_mdpo.train(env_id, total_steps=steps, seed=seed, output_dir=run_dir, **over)
             result = evaluate(policy, env_id, n_episodes=EVAL_EPISODES, deterministic=True, seed=EVAL_SEED)
-        line = {"algo": "gsb_mdpo", "commit": commit, "det50": result.mean, "det50_std": result.std, "env": env,
-                "over": over, "preset": "cpu", "seed": seed, "steps": steps, "tag": tag,
-                "wall_s": round(time.perf_counter() - start, 1)}  # fmt: skip
+        line = {
+            "algo": "gsb_mdpo",
+            "commit": commit,
+            "det50": result.mean,
+            "det50_std": result.std,
+            "env": env,
+            "over": over,
+            "preset": "cpu",
+            "seed": seed,
+            "steps": steps,
+            "tag": tag,
+            "wall_s": round(time.perf_counter() - start, 1),
+        }
         with log.open("a") as f:
             f.write(json.dumps(line) + "\n")
         print(f"{tag} {env} {steps} seed {seed}: {result.mean:.1f}", flush=True)
@@ -151,7 +161,7 @@ def main(argv=None) -> None:
     new = with_table(page, table())
     if args.check:
         if new != page:
-            sys.exit(f"{PAGE} is not its log's table: run python -m trainers.experiments.default_search")
+            sys.exit(f"{PAGE} is not its log's table: run python -m trainers.lab.default_search")
         return
     PAGE.write_text(new)
 
