@@ -8,7 +8,7 @@ from test_bad_inputs_publish import make_run_folder
 
 from export import onnx as export_onnx
 from hub_cards import publish
-from trainers.experiments import toy_tilt
+from trainers.lab.toy import tilt_model as toy_tilt
 
 pytest.importorskip("onnxruntime")
 

@@ -220,7 +220,7 @@ def _suite_registration(args: Args) -> dict:
 
 
 def _toy_registration(args: Args) -> dict:
-    from trainers.experiments import toy_tilt
+    from trainers.lab.toy import tilt_model as toy_tilt
 
     if args.paper_value is None or args.num_seeds is None:
         raise CommandError("the toy's interval test needs --paper-value and --num-seeds")
@@ -231,7 +231,7 @@ def _toy_registration(args: Args) -> dict:
         "preference": list(toy_tilt.PAPER_PREFERENCE),
         "seeds": seeds,
         "paper_value": args.paper_value,
-        "run": "python -m trainers.experiments.toy_tilt --sweep --sweep-betas 1 --sweep-quadrants 3 --sweep-seeds "
+        "run": "python -m trainers.lab.toy --sweep --sweep-betas 1 --sweep-quadrants 3 --sweep-seeds "
         + " ".join(map(str, seeds)),
         "fingerprint": rule_fingerprint("judge_toy"),
     }

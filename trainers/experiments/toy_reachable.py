@@ -44,7 +44,7 @@ from gsbpolicy._files import atomic_write_text
 from gsbpolicy._internal import sample_noise, time_grid
 from trainers._core.cli import fail, tyro_cli
 from trainers._core.runlog import read_jsonl
-from trainers.experiments import toy_tilt
+from trainers.lab.toy import tilt_model as toy_tilt
 
 Advantage = Callable[[jax.Array], jax.Array]
 """A(a^(N)) for one terminal action [act_dim]."""

@@ -10,8 +10,8 @@ the exponential tilt p*(x) proportional to p_old(x) exp(A(x) / beta) (Propositio
    each iteration samples old paths, is fed the advantage A of their terminal actions and takes gradient steps
    on the clipped path-ratio loss (eqs. 19-20) reusing them. This is the default, and the reproduction.
 
-    python -m trainers.experiments.toy_tilt [--beta 0.5] [--preference 1.5 0.5 0 0.5] [--out runs/toy_tilt.png]
-    python -m trainers.experiments.toy_tilt --sweep   # beta x preferred quadrant x seed; resumable
+    python -m trainers.lab.toy [--beta 0.5] [--preference 1.5 0.5 0 0.5] [--out runs/toy_tilt.png]
+    python -m trainers.lab.toy --sweep   # beta x preferred quadrant x seed; resumable
 
 Prints the target and learned quadrant masses and their L1 error (the paper reports 0.100). The sweep
 writes hub_cards/results/toy_tilt_sweep.json and its documentation page docs/benchmarks/toy_tilt_sweep.md from the
@@ -71,6 +71,8 @@ from trainers.gsb_mdpo import GsbMdpo, GsbMdpoArgs, PathExtras
 MODES = np.array([[1.5, 1.5], [-1.5, 1.5], [-1.5, -1.5], [1.5, -1.5]], np.float32)
 """Mixture means, one per quadrant I, II, III, IV."""
 QUADRANTS = ("I", "II", "III", "IV")
+COMMAND = "python -m trainers.lab.toy"
+"""How the toy is run (the sweep's page and summary name it)."""
 PAPER_PREFERENCE = (0.0, 0.5, 1.5, 0.5)
 """The paper's A(x) on quadrants I..IV: III preferred, its neighbours half as much, I not at all."""
 
@@ -645,7 +647,7 @@ def _command(current: dict, base_preference) -> str:
             overrides.append((flag if v else f"--no-{flag[2:]}") if isinstance(v, bool) else f"{flag} {v}")
     if tuple(base_preference) != PAPER_PREFERENCE:
         overrides.append("--preference " + " ".join(f"{v:g}" for v in base_preference))
-    return " ".join(["python -m trainers.experiments.toy_tilt --sweep", *overrides])
+    return " ".join([f"{COMMAND} --sweep", *overrides])
 
 
 def summarize(records: list[dict], current: dict, base_preference, reachable: list[dict] = ()) -> dict:
@@ -727,7 +729,7 @@ def sweep_markdown(summary: dict) -> str:
         "",
         "Quadrant-mass L1 error between the learned policy and the exponential tilt p* ∝ p_old exp(A/β) "
         "(the paper's App. C.1 toy). The reproduction is GSB-MDPO as the paper states it: each mirror-descent "
-        "iteration is fed the advantage A (`python -m trainers.experiments.toy_tilt`, the default). The "
+        f"iteration is fed the advantage A (`{COMMAND}`, the default). The "
         "extension below it is not the paper's algorithm: it uses target information the paper's update "
         "does not have.",
         "",
@@ -951,7 +953,7 @@ def validate(args: Args) -> None:
 
 
 def main(argv=None) -> None:
-    args = tyro_cli(Args, args=argv, description=__doc__, prog="python -m trainers.experiments.toy_tilt")
+    args = tyro_cli(Args, args=argv, description=__doc__, prog=COMMAND)
     try:
         validate(args)
     except ValueError as err:

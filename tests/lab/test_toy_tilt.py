@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from trainers.experiments import toy_tilt
-from trainers.experiments.toy_tilt import PAPER_PREFERENCE, Args, rotate_preference, run
+from trainers.lab.toy import tilt_model as toy_tilt
+from trainers.lab.toy.tilt_model import PAPER_PREFERENCE, Args, rotate_preference, run
 
 TINY = Args(pretrain_steps=600, width=32, depth=2, iterations=2, updates_per_iteration=40,
             paths_per_iteration=2048, minibatch=512, eval_samples=20_000, out=None, cache_dir=None)  # fmt: skip
@@ -125,7 +125,7 @@ def test_the_reproduction_row_is_the_papers_algorithm_and_the_extension_its_own_
     assert "| **reproduction**: GSB-MDPO as the paper states it | the advantage A | **0.110 ± 0.010" in page
     assert "| the paper (App. C.1) | the advantage A | 0.100 (one run reported) | - |" in page
     assert "| extension, **not the paper's algorithm** (`--target-mass-feedback`) |" in page
-    assert summary["command"] == "python -m trainers.experiments.toy_tilt --sweep"
+    assert summary["command"] == "python -m trainers.lab.toy --sweep"
     # A rerun supersedes a cell's record; a log written under the setting's old name reads under the new.
     calls.clear()
     toy_tilt.sweep(dataclasses.replace(args, rerun=True, sweep_seeds=(0,)))
