@@ -8,7 +8,7 @@ from test_bad_inputs_publish import make_run_folder
 
 from export import onnx as export_onnx
 from hub_cards import publish
-from trainers.lab.toy import tilt_model as toy_tilt
+from trainers.lab.toy import tilt_sweep
 
 pytest.importorskip("onnxruntime")
 
@@ -22,7 +22,7 @@ def assert_in_order(text: str, *parts: str) -> None:
 @pytest.mark.slow
 def test_toy_tilt_prints_each_phase_and_iteration(capsys):
     # The smallest configuration that still runs every phase (seconds, not minutes; its numbers mean nothing).
-    toy_tilt.main(["--pretrain-steps", "20", "--width", "8", "--depth", "1", "--iterations", "2",
+    tilt_sweep.main(["--pretrain-steps", "20", "--width", "8", "--depth", "1", "--iterations", "2",
                    "--updates-per-iteration", "2", "--paths-per-iteration", "256", "--minibatch", "128",
                    "--eval-samples", "1000", "--out", "None", "--cache-dir", "None"])  # fmt: skip
     out = capsys.readouterr().out

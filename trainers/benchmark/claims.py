@@ -701,7 +701,8 @@ RULE_MODULES = {
     "claims_report": "trainers/benchmark/claims_report.py",
     "aggregate": "trainers/benchmark/aggregate.py",
     "confirmatory": "trainers/benchmark/confirmatory.py",
-    "tilt_model": "trainers/lab/toy/tilt_model.py",
+    "tilt_settings": "trainers/lab/toy/tilt_settings.py",
+    "tilt_summary": "trainers/lab/toy/tilt_summary.py",
 }
 """Module name -> its path in the repository: every module whose code a verdict can depend on, the rules' own
 and the code that selects their data."""
@@ -712,8 +713,8 @@ SELECTION: dict[str, tuple[tuple[str, str], ...]] = {
     "runs": (("summary", "summarize"),),
     "runtime": (("aggregate", "measurements"),),
     # The toy's paper-setting runs: the settings that define it, and the latest logged run of each cell.
-    "toy": (("aggregate", "measurements"), ("tilt_model", "Args"), ("tilt_model", "settings"),
-            ("tilt_model", "_latest"), ("tilt_model", "_loop_summary")),
+    "toy": (("aggregate", "measurements"), ("tilt_settings", "Args"), ("tilt_settings", "settings"),
+            ("tilt_summary", "_latest"), ("tilt_summary", "_loop_summary")),
 }  # fmt: skip
 """What a claim's rule is fingerprinted with besides its own code, by the claim's `source`: the functions that
 select and shape the data it reads."""

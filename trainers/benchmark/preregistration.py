@@ -220,7 +220,7 @@ def _suite_registration(args: Args) -> dict:
 
 
 def _toy_registration(args: Args) -> dict:
-    from trainers.lab.toy import tilt_model as toy_tilt
+    from trainers.lab.toy import tilt_settings as toy_tilt
 
     if args.paper_value is None or args.num_seeds is None:
         raise CommandError("the toy's interval test needs --paper-value and --num-seeds")
