@@ -4,13 +4,17 @@ preferred quadrant; the sweep resumes, summarises what it measured and refuses b
 import dataclasses
 import inspect
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from trainers._core.runlog import read_jsonl
 from trainers.lab.toy import tilt_model, tilt_settings, tilt_summary, tilt_sweep
 from trainers.lab.toy.tilt_model import run
-from trainers.lab.toy.tilt_settings import PAPER_PREFERENCE, Args, rotate_preference
+from trainers.lab.toy.tilt_settings import PAPER_PREFERENCE, Args, rotate_preference, settings
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TINY = Args(
     pretrain_steps=600,
@@ -217,3 +221,19 @@ def test_coverage_is_the_share_of_each_tilt_an_iteration_realised():
         np.abs(np.array(record["learned"]) - record["target"]).sum()
     )
     assert tilt_summary.coverage({"iterations": []}) is None
+
+
+def test_the_committed_summary_and_page_are_what_the_committed_logs_give(monkeypatch):
+    """`--sweep` writes the summary and the page from the run log: both re-derived from the committed logs, under
+    the command name they were generated with, are the committed files byte for byte."""
+    results = ROOT / "hub_cards" / "results"
+    committed = (results / "toy_tilt_sweep.json").read_text()
+    monkeypatch.setattr(tilt_summary, "COMMAND", json.loads(committed)["command"].split(" --sweep")[0])
+    args = Args(results_dir=results)
+    records = tilt_summary.read_log(tilt_summary.sweep_log_path(args))
+    reachable = read_jsonl(tilt_summary.reachable_log_path(results), tilt_summary.SweepLogError)
+    summary = tilt_summary.summarize(records, settings(args), args.preference, reachable)
+    assert json.dumps(summary, indent=2) + "\n" == committed
+    assert (
+        tilt_summary.render_page(summary) == (ROOT / "docs" / "benchmarks" / "toy_tilt_sweep.md").read_text()
+    )
