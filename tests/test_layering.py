@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RINGS = {
     "library": ("gsbpolicy", "export"),
     "framework": ("trainers", "hub_cards"),
-    "lab": ("trainers.lab", "trainers.experiments"),
+    "lab": ("trainers.lab",),
 }
 """The rings, innermost first, each with its packages: the library (the deployable policy and its ONNX export),
 the framework (the trainers, their registry, presets, the benchmark runner and suites as data, the cards and

@@ -397,7 +397,7 @@ def test_a_claims_fingerprint_covers_the_code_that_selects_its_data():
     assert combined["clear_gains"] != base["clear_gains"]
     seeds = changed("table_suites", "seeds=(0, 1, 2, 3, 4),", "seeds=(0, 1, 2, 3),")
     assert seeds["clear_gains"] != base["clear_gains"]
-    latest = changed("toy_tilt", "{_cell(r): r for r in records", "{_cell(r): r for r in records[::-1]")
+    latest = changed("tilt_summary", "{_cell(r): r for r in records", "{_cell(r): r for r in records[::-1]")
     assert (
         latest["toy_l1_about_0_1"] != base["toy_l1_about_0_1"]
         and latest["clear_gains"] == base["clear_gains"]

@@ -4,13 +4,13 @@ iteration, the evaluation (as the framework's long commands do: tests/test_progr
 import pytest
 
 from tests.test_progress import assert_in_order
-from trainers.experiments import toy_tilt
+from trainers.lab.toy import tilt_sweep
 
 
 @pytest.mark.slow
 def test_toy_tilt_prints_each_phase_and_iteration(capsys):
     # The smallest configuration that still runs every phase (seconds, not minutes; its numbers mean nothing).
-    toy_tilt.main(["--pretrain-steps", "20", "--width", "8", "--depth", "1", "--iterations", "2",
+    tilt_sweep.main(["--pretrain-steps", "20", "--width", "8", "--depth", "1", "--iterations", "2",
                    "--updates-per-iteration", "2", "--paths-per-iteration", "256", "--minibatch", "128",
                    "--eval-samples", "1000", "--out", "None", "--cache-dir", "None"])  # fmt: skip
     out = capsys.readouterr().out

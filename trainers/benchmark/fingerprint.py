@@ -25,7 +25,8 @@ RULE_MODULES = {
     "claims_report": "trainers/lab/claims_report.py",
     "aggregate": "trainers/benchmark/aggregate.py",
     "confirmatory": "trainers/benchmark/confirmatory.py",
-    "toy_tilt": "trainers/experiments/toy_tilt.py",
+    "tilt_settings": "trainers/lab/toy/tilt_settings.py",
+    "tilt_summary": "trainers/lab/toy/tilt_summary.py",
 }
 """Module name -> its path in the repository: every module whose code a verdict can depend on, the rules' own
 and the code that selects their data."""

@@ -703,8 +703,8 @@ SELECTION: dict[str, tuple[tuple[str, str], ...]] = {
     "runs": (("summary", "summarize"),),
     "runtime": (("aggregate", "measurements"),),
     # The toy's paper-setting runs: the settings that define it, and the latest logged run of each cell.
-    "toy": (("aggregate", "measurements"), ("toy_tilt", "Args"), ("toy_tilt", "settings"),
-            ("toy_tilt", "_latest"), ("toy_tilt", "_loop_summary")),
+    "toy": (("aggregate", "measurements"), ("tilt_settings", "Args"), ("tilt_settings", "settings"),
+            ("tilt_summary", "_latest"), ("tilt_summary", "_loop_summary")),
 }  # fmt: skip
 """What a claim's rule is fingerprinted with besides its own code, by the claim's `source`: the functions that
 select and shape the data it reads."""

@@ -44,7 +44,7 @@ from gsbpolicy._files import atomic_write_text
 from gsbpolicy._internal import sample_noise, time_grid
 from trainers._core.cli import fail, tyro_cli
 from trainers._core.runlog import read_jsonl
-from trainers.experiments import toy_tilt
+from trainers.lab.toy import tilt_model, tilt_settings
 
 Advantage = Callable[[jax.Array], jax.Array]
 """A(a^(N)) for one terminal action [act_dim]."""
@@ -54,7 +54,7 @@ Advantage = Callable[[jax.Array], jax.Array]
 class Args:
     """Reachable-share measurement of one toy old policy."""
 
-    toy: toy_tilt.Args = toy_tilt.Args(out=None)
+    toy: tilt_settings.Args = tilt_settings.Args(out=None)
     """The toy's settings: its pretraining fields and seed pick the old policy (from the toy's cache, or
     pretrained and cached), its preference the advantage."""
     paths: int = 192
@@ -155,7 +155,7 @@ def reachable_shares(
 
 def quadrant_advantage(preference) -> Advantage:
     table = jnp.asarray(preference, jnp.float32)
-    return lambda x: table[toy_tilt.quadrant(x)]
+    return lambda x: table[tilt_model.quadrant(x)]
 
 
 def log_path(args: Args) -> Path:
@@ -164,8 +164,8 @@ def log_path(args: Args) -> Path:
 
 def measure(args: Args) -> dict:
     """The shares for the toy old policy of `args.toy`, printed and saved in the log."""
-    clock = toy_tilt.Clock()
-    old, _ = toy_tilt.old_policy(args.toy, jax.random.split(jax.random.key(args.toy.seed), 4)[0], clock)
+    clock = tilt_model.Clock()
+    old, _ = tilt_model.old_policy(args.toy, jax.random.split(jax.random.key(args.toy.seed), 4)[0], clock)
     print(
         f"{clock()} nested Monte Carlo: {args.paths} paths x {old.spec.num_steps} steps x {args.children} "
         f"draws x {args.continuations} continuations ...",
@@ -179,7 +179,7 @@ def measure(args: Args) -> dict:
         args.children,
         args.continuations,
     )
-    pretraining = {k: getattr(args.toy, k) for k in toy_tilt.PRETRAIN_FIELDS}
+    pretraining = {k: getattr(args.toy, k) for k in tilt_settings.PRETRAIN_FIELDS}
     record = {
         "pretraining": pretraining,
         "seed": args.toy.seed,
@@ -209,7 +209,7 @@ def measure(args: Args) -> dict:
 def main(argv=None) -> None:
     args = tyro_cli(Args, args=argv, description=__doc__, prog="python -m trainers.lab.toy_reachable")
     try:
-        toy_tilt.validate(args.toy)
+        tilt_settings.validate(args.toy)
         if args.paths < 2 or args.continuations < 2:
             raise ValueError(
                 f"--paths and --continuations must be at least 2, got {args.paths}, {args.continuations}"

@@ -7,7 +7,7 @@ the toy's interval test on fresh seeds of the toy sweep at the paper's setting.
 
 from gsbpolicy._cli import CommandError
 from trainers.benchmark.preregistration import Args, fresh_seeds, main, rule_fingerprint
-from trainers.experiments import toy_tilt
+from trainers.lab.toy import tilt_settings as toy_tilt
 
 
 def toy_part(args: Args) -> dict:
@@ -22,7 +22,7 @@ def toy_part(args: Args) -> dict:
         "preference": list(toy_tilt.PAPER_PREFERENCE),
         "seeds": seeds,
         "paper_value": args.paper_value,
-        "run": "python -m trainers.experiments.toy_tilt --sweep --sweep-betas 1 --sweep-quadrants 3 --sweep-seeds "
+        "run": "python -m trainers.lab.toy --sweep --sweep-betas 1 --sweep-quadrants 3 --sweep-seeds "
         + " ".join(map(str, seeds)),
         "fingerprint": rule_fingerprint("judge_toy"),
     }
