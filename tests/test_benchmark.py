@@ -340,12 +340,12 @@ def test_runners_merging_at_once_add_each_run_to_the_ledger_exactly_once(tmp_pat
     # --status, a second submission), maybe several at once: under the ledger's lock each run goes in once. flock
     # locks belong to each open of the lock file, so threads contend for it as processes do.
     records = [_record("gsb_mdpo", seed, float(seed), [1.0]) for seed in range(12)]
-    ledger = tmp_path / "tiny.runs.jsonl"
+    path = tmp_path / "tiny.runs.jsonl"
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        added = list(pool.map(lambda start: ledger.append_ledger(ledger, *records[start:]), [0, 3, 6, 9] * 4))
-    assert sorted(r["seed"] for r in ledger.read_ledger(ledger)) == list(range(12))
+        added = list(pool.map(lambda start: ledger.append_ledger(path, *records[start:]), [0, 3, 6, 9] * 4))
+    assert sorted(r["seed"] for r in ledger.read_ledger(path)) == list(range(12))
     assert sorted(r["seed"] for batch in added for r in batch) == list(range(12))
-    assert ledger.append_ledger(ledger, records[0]) == []  # a run already in it is not added again
+    assert ledger.append_ledger(path, records[0]) == []  # a run already in it is not added again
 
 
 def test_by_default_a_suite_runs_outside_the_source_tree_and_is_compared_with_the_committed_one(
