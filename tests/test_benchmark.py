@@ -1,6 +1,7 @@
 """The benchmark runner and the ledger-generated summaries: a real (tiny) suite run, skipping and resume
 rules, the aggregation arithmetic, and that the committed summaries match the committed ledgers."""
 
+import ast
 import concurrent.futures
 import dataclasses
 import json
@@ -8,15 +9,19 @@ import os
 import re
 import subprocess
 import sys
+import typing
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gsbpolicy._cli import CommandError
+from trainers import registry
 from trainers._core.lifecycle import DIVERGED_FILE
 from trainers._core.runlog import git_commit
-from trainers.benchmark import aggregate, compare, ledger, report, stats
-from trainers.benchmark import runner as benchmark
+from trainers.benchmark import aggregate, arguments, compare, cost, ledger, local, plan, report, runner, stats
+from trainers.benchmark.arguments import BenchArgs
+from trainers.benchmark.executor import Executor
 from trainers.benchmark.suites import SUITES, Suite, Variant
 from trainers.benchmark.summary import FEW_COLUMNS, summarize
 
@@ -46,10 +51,10 @@ def tiny_suite(monkeypatch):
 
 def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, capsys):
     # Two runs at once: the ledger gets both lines, written by the runner's one thread as runs finish.
-    args = benchmark.BenchArgs(suite="tiny", methods=("lambda=0",), seeds=(0, 1), runs_dir=tmp_path / "runs",
+    args = BenchArgs(suite="tiny", methods=("lambda=0",), seeds=(0, 1), runs_dir=tmp_path / "runs",
                                results_dir=tmp_path / "results", jobs=2)  # fmt: skip
-    assert benchmark.run_suite(args) == 0
-    records = sorted(benchmark.read_ledger(tmp_path / "results" / "tiny.runs.jsonl"), key=lambda r: r["seed"])
+    assert runner.run_suite(args) == 0
+    records = sorted(ledger.read_ledger(tmp_path / "results" / "tiny.runs.jsonl"), key=lambda r: r["seed"])
     assert [(r["variant"], r["seed"], r["concurrent_runs"]) for r in records] == [
         ("lambda=0", 0, 2),
         ("lambda=0", 1, 2),
@@ -69,7 +74,7 @@ def test_suite_run_writes_ledger_and_summaries_then_skips(tiny_suite, tmp_path, 
     assert "lambda=0" in (tmp_path / "results" / "tiny.md").read_text()
     # Finished runs are skipped: a second call has nothing to do.
     capsys.readouterr()
-    assert benchmark.run_suite(args) == 0
+    assert runner.run_suite(args) == 0
     assert "0 runs to do" in capsys.readouterr().out
 
 
@@ -77,7 +82,7 @@ def test_a_run_that_diverged_is_recorded_with_its_last_return_and_a_crash_is_not
     tiny_suite, tmp_path, monkeypatch, capsys
 ):
     results = tmp_path / "results"
-    args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0, 1), runs_dir=tmp_path / "runs",
+    args = BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0, 1), runs_dir=tmp_path / "runs",
                                results_dir=results)  # fmt: skip
 
     def fake_train(cmd, folders, sample_interval):
@@ -100,9 +105,9 @@ def test_a_run_that_diverged_is_recorded_with_its_last_return_and_a_crash_is_not
             (directory / DIVERGED_FILE).write_text(json.dumps(stop))
         raise RuntimeError("exit code 1")
 
-    monkeypatch.setattr(benchmark, "run_trainer", fake_train)
-    assert benchmark.run_suite(args) == 1  # seed 1 crashed: a failure, and no ledger line
-    (record,) = benchmark.read_ledger(results / "tiny.runs.jsonl")
+    monkeypatch.setattr(local, "run_trainer", fake_train)
+    assert runner.run_suite(args) == 1  # seed 1 crashed: a failure, and no ledger line
+    (record,) = ledger.read_ledger(results / "tiny.runs.jsonl")
     assert record["seed"] == 0 and record["diverged"]["iteration"] == 3
     assert record["final"] == {"mean": 20.0, "std": 1.0, "n_episodes": None, "deterministic": True,
                                "env_steps": 128}  # fmt: skip
@@ -114,38 +119,38 @@ def test_a_run_that_diverged_is_recorded_with_its_last_return_and_a_crash_is_not
     )
     # The diverged run is done: a second call plans only the crashed one.
     capsys.readouterr()
-    assert benchmark.run_suite(benchmark.BenchArgs(**{**vars(args), "resume": True, "dry_run": True})) == 0
+    assert runner.run_suite(BenchArgs(**{**vars(args), "resume": True, "dry_run": True})) == 0
     assert "1 runs to do" in capsys.readouterr().out
 
 
 def test_a_killed_attempt_still_counts_toward_wall_clock(tmp_path, monkeypatch):
-    monkeypatch.setattr(benchmark, "PROGRESS_EVERY_S", 0.1)
+    monkeypatch.setattr(cost, "PROGRESS_EVERY_S", 0.1)
     sleep = [sys.executable, "-c", "import time; time.sleep(1.0)"]
-    first = benchmark.execute(sleep, tmp_path)
-    progress = json.loads((tmp_path / benchmark.ATTEMPT_FILE).read_text())
+    first = cost.execute(sleep, tmp_path)
+    progress = json.loads((tmp_path / cost.ATTEMPT_FILE).read_text())
     assert 0.5 < progress["wall_s"] <= first["wall_s"] and progress["peak_rss_mib"] > 0
     # The runner is killed before it records `first`: the next attempt counts the progress it left.
-    second = benchmark.execute([sys.executable, "-c", "pass"], tmp_path)
-    cost = benchmark._accumulate_cost(tmp_path, second)
-    assert cost["attempts"] == 2
-    assert cost["wall_s"] == pytest.approx(progress["wall_s"] + second["wall_s"])
-    assert not (tmp_path / benchmark.ATTEMPT_FILE).exists()
+    second = cost.execute([sys.executable, "-c", "pass"], tmp_path)
+    total = cost.accumulate_cost(tmp_path, second)
+    assert total["attempts"] == 2
+    assert total["wall_s"] == pytest.approx(progress["wall_s"] + second["wall_s"])
+    assert not (tmp_path / cost.ATTEMPT_FILE).exists()
 
 
 def test_a_run_records_other_trainers_sharing_the_machine(tmp_path, monkeypatch):
     # A second runner's run (or one started by hand) slows this run; `--jobs` cannot see it, the scan does.
-    assert benchmark.is_trainer(["python", "-m", "trainers.gsb_mdpo", "--env", "Hopper-v5"])
-    assert not benchmark.is_trainer(["python", "-m", "trainers.benchmark", "--suite", "cpu-gym"])
-    assert not benchmark.is_trainer(["python", "-m", "pytest", "trainers.gsb_mdpo"])
+    assert cost.is_trainer(["python", "-m", "trainers.gsb_mdpo", "--env", "Hopper-v5"])
+    assert not cost.is_trainer(["python", "-m", "trainers.benchmark", "--suite", "cpu-gym"])
+    assert not cost.is_trainer(["python", "-m", "pytest", "trainers.gsb_mdpo"])
     # Only processes carrying this test's marker count, so the machine's other work cannot change the count.
     marker = f"marker-{tmp_path.name}"
-    monkeypatch.setattr(benchmark, "is_trainer", lambda cmdline: marker in cmdline)
-    monkeypatch.setattr(benchmark, "OTHERS_EVERY_S", 0.1)
+    monkeypatch.setattr(cost, "is_trainer", lambda cmdline: marker in cmdline)
+    monkeypatch.setattr(cost, "OTHERS_EVERY_S", 0.1)
     sleep = [sys.executable, "-c", "import time; time.sleep(1.5)", marker]
-    alone = benchmark.execute(sleep, tmp_path / "alone")  # its own process carries the marker too
+    alone = cost.execute(sleep, tmp_path / "alone")  # its own process carries the marker too
     assert (alone["other_trainers_peak"], alone["shared_fraction"]) == (0, 0.0)
     with subprocess.Popen(sleep) as other:
-        shared = benchmark.execute(sleep, tmp_path / "shared")
+        shared = cost.execute(sleep, tmp_path / "shared")
         other.kill()
     assert shared["other_trainers_peak"] == 1 and shared["shared_fraction"] > 0.5
     record = {"concurrent_runs": 1, "cost": shared}
@@ -156,39 +161,36 @@ def test_a_run_records_other_trainers_sharing_the_machine(tmp_path, monkeypatch)
 def test_interrupted_run_needs_resume(tiny_suite, tmp_path, capsys, left):
     # A run killed before its first metrics line leaves only run.json, which the trainer counts as a run:
     # the runner must resume it too, not start it fresh (the trainer refuses that).
-    args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(1,), runs_dir=tmp_path / "runs",
+    args = BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(1,), runs_dir=tmp_path / "runs",
                                results_dir=tmp_path / "results", dry_run=True)  # fmt: skip
-    directory = benchmark.run_dir(args, tiny_suite, "InvertedPendulum-v5", tiny_suite.variants[0], 1)
+    directory = plan.run_dir(args, tiny_suite, "InvertedPendulum-v5", tiny_suite.variants[0], 1)
     directory.mkdir(parents=True)
     (directory / left).write_text("")
     with pytest.raises(CommandError, match="--resume"):
-        benchmark.run_suite(args)
-    resumed = benchmark.BenchArgs(**{**vars(args), "resume": True})
+        runner.run_suite(args)
+    resumed = BenchArgs(**{**vars(args), "resume": True})
     capsys.readouterr()
-    assert benchmark.run_suite(resumed) == 0  # dry run: prints the --resume command
+    assert runner.run_suite(resumed) == 0  # dry run: prints the --resume command
     assert capsys.readouterr().out.rstrip().endswith("--resume")
 
 
 def test_a_run_finished_in_another_suite_is_reused_not_retrained(tiny_suite, tmp_path, monkeypatch, capsys):
     results, variant = tmp_path / "results", tiny_suite.variants[0]
-    args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0,), runs_dir=tmp_path / "runs",
+    args = BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0,), runs_dir=tmp_path / "runs",
                                results_dir=results)  # fmt: skip
     # The same trainer args under another suite's output folder.
-    cmd = benchmark.command(tiny_suite, "InvertedPendulum-v5", variant, 0, tmp_path / "elsewhere", False)
+    cmd = plan.command(tiny_suite, plan.Run("InvertedPendulum-v5", variant, 0, tmp_path / "elsewhere"), False)
     other = {**_record("gsb_mdpo", 0, 7.0, [7.0]), "suite": "other", "command": " ".join(cmd[1:])}
-    benchmark.append_ledger(results / "other.runs.jsonl", other)
-    monkeypatch.setattr(benchmark, "run_trainer", lambda *a: pytest.fail("a finished run was trained again"))
-    assert benchmark.run_suite(args) == 0
-    (record,) = benchmark.read_ledger(results / "tiny.runs.jsonl")
+    ledger.append_ledger(results / "other.runs.jsonl", other)
+    monkeypatch.setattr(local, "run_trainer", lambda *a: pytest.fail("a finished run was trained again"))
+    assert runner.run_suite(args) == 0
+    (record,) = ledger.read_ledger(results / "tiny.runs.jsonl")
     assert record["reused_from"] == "other" and record["suite"] == "tiny" and record["final"]["mean"] == 7.0
     assert json.loads((results / "tiny.json").read_text())["num_runs"] == 1
     assert "gsb_mdpo on InvertedPendulum-v5 from other" in (results / "tiny.md").read_text()
     # Different trainer args (the lambda=0 variant) are a different run.
     capsys.readouterr()
-    assert (
-        benchmark.run_suite(benchmark.BenchArgs(**{**vars(args), "methods": ("lambda=0",), "dry_run": True}))
-        == 0
-    )
+    assert runner.run_suite(BenchArgs(**{**vars(args), "methods": ("lambda=0",), "dry_run": True})) == 0
     out = capsys.readouterr().out
     assert "--algo.kl-coef 0" in out and "the same run is in" not in out
 
@@ -290,7 +292,7 @@ def test_bad_runner_arguments_are_one_line_usage_errors(tiny_suite, tmp_path, ca
     argv = [str(tmp_path / a) if a in ("FILE", "BADLEDGER") else a for a in argv]
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     with pytest.raises(SystemExit) as exit_info:
-        benchmark.main([*argv, "--dry-run"])
+        runner.main([*argv, "--dry-run"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("error: ") and re.search(message, err)
@@ -301,11 +303,11 @@ def test_submitting_where_there_is_no_slurm_is_one_line_and_trains_nothing(
     tiny_suite, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no srun
-    monkeypatch.setattr(benchmark, "run_trainer", lambda *a: pytest.fail("a run trained locally"))
+    monkeypatch.setattr(local, "run_trainer", lambda *a: pytest.fail("a run trained locally"))
     argv = ["--suite", "tiny", "--executor", "slurm", "--runs-dir", str(tmp_path / "runs"), "--results-dir",
             str(tmp_path / "results")]  # fmt: skip
     with pytest.raises(SystemExit) as exit_info:
-        benchmark.main(argv)
+        runner.main(argv)
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1
     assert err.startswith("error: --executor slurm needs Slurm's sbatch and srun on PATH")
@@ -320,11 +322,11 @@ def test_an_sbatch_answer_without_a_job_id_is_one_line(tiny_suite, tmp_path, mon
         (bin_dir / name).write_text(f"#!/bin/sh\necho '{answer}'\n")
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(benchmark, "run_trainer", lambda *a: pytest.fail("a run trained locally"))
+    monkeypatch.setattr(local, "run_trainer", lambda *a: pytest.fail("a run trained locally"))
     argv = ["--suite", "tiny", "--executor", "slurm", "--runs-dir", str(tmp_path / "runs"), "--results-dir",
             str(tmp_path / "results")]  # fmt: skip
     with pytest.raises(SystemExit) as exit_info:
-        benchmark.main(argv)
+        runner.main(argv)
     err = capsys.readouterr().err
     assert exit_info.value.code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith(
@@ -338,36 +340,34 @@ def test_runners_merging_at_once_add_each_run_to_the_ledger_exactly_once(tmp_pat
     # --status, a second submission), maybe several at once: under the ledger's lock each run goes in once. flock
     # locks belong to each open of the lock file, so threads contend for it as processes do.
     records = [_record("gsb_mdpo", seed, float(seed), [1.0]) for seed in range(12)]
-    ledger = tmp_path / "tiny.runs.jsonl"
+    path = tmp_path / "tiny.runs.jsonl"
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        added = list(
-            pool.map(lambda start: benchmark.append_ledger(ledger, *records[start:]), [0, 3, 6, 9] * 4)
-        )
-    assert sorted(r["seed"] for r in benchmark.read_ledger(ledger)) == list(range(12))
+        added = list(pool.map(lambda start: ledger.append_ledger(path, *records[start:]), [0, 3, 6, 9] * 4))
+    assert sorted(r["seed"] for r in ledger.read_ledger(path)) == list(range(12))
     assert sorted(r["seed"] for batch in added for r in batch) == list(range(12))
-    assert benchmark.append_ledger(ledger, records[0]) == []  # a run already in it is not added again
+    assert ledger.append_ledger(path, records[0]) == []  # a run already in it is not added again
 
 
 def test_by_default_a_suite_runs_outside_the_source_tree_and_is_compared_with_the_committed_one(
     tiny_suite, tmp_path, monkeypatch, capsys
 ):
     runs = tmp_path / "runs"
-    args = benchmark.BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0,), runs_dir=runs)
-    assert benchmark.results_folder(args) == runs / "tiny"
+    args = BenchArgs(suite="tiny", methods=("gsb_mdpo",), seeds=(0,), runs_dir=runs)
+    assert arguments.results_folder(args) == runs / "tiny"
     # A sibling suite's ledger in the default layout is found, so its run is reused, not retrained.
-    cmd = benchmark.command(
-        tiny_suite, "InvertedPendulum-v5", tiny_suite.variants[0], 0, tmp_path / "x", False
+    cmd = plan.command(
+        tiny_suite, plan.Run("InvertedPendulum-v5", tiny_suite.variants[0], 0, tmp_path / "x"), False
     )
     other = {**_record("gsb_mdpo", 0, 7.0, [7.0]), "suite": "other", "command": " ".join(cmd[1:])}
-    benchmark.append_ledger(runs / "other" / "other.runs.jsonl", other)
-    monkeypatch.setattr(benchmark, "run_trainer", lambda *a: pytest.fail("a finished run was trained again"))
+    ledger.append_ledger(runs / "other" / "other.runs.jsonl", other)
+    monkeypatch.setattr(local, "run_trainer", lambda *a: pytest.fail("a finished run was trained again"))
     committed = tmp_path / "committed"
     committed.mkdir()
     (committed / "tiny.json").write_text(json.dumps({"tasks": {"InvertedPendulum-v5": {"gsb_mdpo": {
         "final_mean": 9.0, "final_std": 1.0, "seeds": [0, 1, 2]}}}}))  # fmt: skip
-    monkeypatch.setattr(benchmark, "COMMITTED", committed)
-    monkeypatch.setattr(benchmark, "write_comparison", lambda s, d: compare.write_comparison(s, d, committed))
-    assert benchmark.run_suite(args) == 0
+    monkeypatch.setattr(runner, "COMMITTED", committed)
+    monkeypatch.setattr(runner, "write_comparison", lambda s, d: compare.write_comparison(s, d, committed))
+    assert runner.run_suite(args) == 0
     out = capsys.readouterr().out
     assert f"results in {runs / 'tiny'}" in out
     row = "| InvertedPendulum-v5 | gsb_mdpo | 7.0 ± 0.0 (seeds 0) | 9.0 ± 1.0 (seeds 0, 1, 2) |"
@@ -376,11 +376,83 @@ def test_by_default_a_suite_runs_outside_the_source_tree_and_is_compared_with_th
 
 
 def test_publish_writes_only_the_committed_results():
-    args = benchmark.BenchArgs(suite="tiny", publish=True)
-    assert benchmark.results_folder(args) == benchmark.COMMITTED
-    elsewhere = benchmark.BenchArgs(suite="tiny", publish=True, results_dir=benchmark.COMMITTED.parent)
+    args = BenchArgs(suite="tiny", publish=True)
+    assert arguments.results_folder(args) == arguments.COMMITTED
+    elsewhere = BenchArgs(suite="tiny", publish=True, results_dir=arguments.COMMITTED.parent)
     with pytest.raises(CommandError, match="--publish writes into .*; drop --results-dir"):
-        benchmark.results_folder(elsewhere)
+        arguments.results_folder(elsewhere)
+
+
+def test_seeds_are_grouped_by_the_registry_capability_and_run_by_the_registry_module(tiny_suite, tmp_path):
+    """--group-seeds merges the seeds of a Playground task x variant whose algorithm declares `vmapped_seeds`;
+    the trainer command runs the registry's `module`. Neither reads an algorithm's name."""
+    registry.register(registry.Algorithm("solo", "Solo", "flow", module="tests.solo", vmapped_seeds=False))
+    try:
+        task = "tests.jax_point_mass:PointMass"
+        variants = (Variant("gsb_mdpo", "gsb_mdpo"), Variant("solo", "solo"))
+        runs = [
+            plan.Run(task, v, seed, tmp_path / v.name / f"seed_{seed}") for v in variants for seed in (0, 1)
+        ]
+        singles = [plan.Job((run,), tuple(plan.command(tiny_suite, run, False))) for run in runs]
+        jobs = plan.group_runs(tiny_suite, singles)
+    finally:
+        registry.unregister("solo")
+    assert [(job.variant.name, job.seeds) for job in jobs] == [
+        ("solo", (0,)),
+        ("solo", (1,)),
+        ("gsb_mdpo", (0, 1)),
+    ]
+    assert jobs[0].command[1:3] == ("-m", "tests.solo")
+    grouped = jobs[2].command
+    assert grouped[grouped.index("--seeds") : grouped.index("--seeds") + 3] == ("--seeds", "0", "1")
+    assert grouped[grouped.index("--output-dir") + 1] == str(tmp_path / "gsb_mdpo")
+
+
+def test_the_executors_share_one_interface():
+    choices = typing.get_args(typing.get_type_hints(BenchArgs)["executor"])
+    assert set(runner.EXECUTORS) == set(choices)
+    assert all(issubclass(executor, Executor) for executor in runner.EXECUTORS.values())
+
+
+def _benchmark_imports() -> dict[str, set[str]]:
+    """Per module of trainers/benchmark: the modules of the package it imports (function-level imports
+    included)."""
+    root = Path(runner.__file__).parent
+    modules = {path.stem for path in root.glob("*.py")}
+    graph = {}
+    for path in root.glob("*.py"):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                parts = node.module.split(".")
+                if parts[:2] == ["trainers", "benchmark"]:
+                    found |= {parts[2]} if len(parts) > 2 else {a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {
+                    a.name.split(".")[2] for a in node.names if a.name.startswith("trainers.benchmark.")
+                }
+        graph[path.stem] = (found & modules) - {path.stem}
+    return graph
+
+
+def test_the_benchmark_package_has_no_import_cycle():
+    graph = _benchmark_imports()
+    below = {}  # module -> every module it reaches
+
+    def reach(module, path):
+        if module in path:
+            pytest.fail(f"import cycle: {' -> '.join([*path[path.index(module) :], module])}")
+        if module not in below:
+            below[module] = set().union(*({m, *reach(m, [*path, module])} for m in graph[module]))
+        return below[module]
+
+    for module in sorted(graph):
+        reach(module, [])
+    # The seam: the executors never import the runner that chooses them, nor each other.
+    assert "runner" not in set().union(*(below[m] for m in graph if m not in ("runner", "__main__")))
+    assert "slurm_suite" not in below["local"] and "local" not in below["slurm_suite"]
 
 
 def _record(variant, seed, final, curve, cost=10.0):

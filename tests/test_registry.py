@@ -30,6 +30,22 @@ def test_every_entry_is_a_trainer_with_a_cpu_preset_and_a_main(algo):
     assert algo.policy_kind in registry.POLICY_KINDS and algo.module == f"trainers.{algo.name}"
 
 
+@pytest.mark.parametrize("algo", registry.ALGORITHMS, ids=lambda a: a.name)
+def test_the_vmapped_seeds_capability_is_what_the_trainer_accepts(algo, capsys):
+    """The runner groups the seeds of a Playground task by the declared capability: a trainer that declares it
+    takes `--seeds` there, one that does not refuses it (a one-line usage error)."""
+    from trainers._core.cli import parse
+
+    args_type = importlib.import_module(algo.module).Args
+    argv = ["--env", "tests.jax_point_mass:PointMass", "--seeds", "0", "1"]
+    if algo.vmapped_seeds:
+        assert parse(args_type, algo.presets, "cpu", "", argv).seeds == (0, 1)
+    else:
+        with pytest.raises(SystemExit):
+            parse(args_type, algo.presets, "cpu", "", argv)
+        assert "--seeds" in capsys.readouterr().err
+
+
 def test_names_labels_and_columns():
     names = registry.names()
     assert len(set(names)) == len(names) and len({a.label for a in registry.ALGORITHMS}) == len(names)

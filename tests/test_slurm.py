@@ -22,8 +22,10 @@ import pytest
 from gsbpolicy._cli import CommandError
 from tests.slow_env import SLEEP_VAR
 from tests.slurm_cluster import SlurmCluster, unavailable
-from trainers.benchmark import runner as benchmark
-from trainers.benchmark import slurm
+from trainers.benchmark import plan, runner, slurm
+from trainers.benchmark.arguments import BenchArgs, results_folder
+from trainers.benchmark.ledger import ledger_path, read_ledger, run_key
+from trainers.benchmark.slurm_options import SlurmArgs
 from trainers.benchmark.suites import SUITES, Suite, Variant
 
 GEOMETRY = ("--rollout.num-envs", "4", "--rollout.unroll-length", "16", "--rollout.num-minibatches", "2",
@@ -88,34 +90,30 @@ def cluster():
 def reference(cluster, tmp_path_factory) -> Path:
     """The long suite's run done by the local executor, without sleeping: the uninterrupted run."""
     root = tmp_path_factory.mktemp("reference")
-    assert benchmark.run_suite(bench(LONG, root, methods=("gsb_mdpo",))) == 0
+    assert runner.run_suite(bench(LONG, root, methods=("gsb_mdpo",))) == 0
     return folder(bench(LONG, root), LONG, "gsb_mdpo")
 
 
-def bench(suite: Suite, root: Path, **changes) -> benchmark.BenchArgs:
-    return benchmark.BenchArgs(
-        suite=suite.name, runs_dir=root / "runs", results_dir=root / "results", **changes
-    )
+def bench(suite: Suite, root: Path, **changes) -> BenchArgs:
+    return BenchArgs(suite=suite.name, runs_dir=root / "runs", results_dir=root / "results", **changes)
 
 
-def on_slurm(**changes) -> slurm.SlurmArgs:
+def on_slurm(**changes) -> SlurmArgs:
     """The test node has no GPU and 2 cores; --wait looks every half second."""
-    return slurm.SlurmArgs(
-        **{"gpus_per_job": 0, "cpus_per_job": 1, "time": "00:10:00", "poll_s": 0.5, **changes}
-    )
+    return SlurmArgs(**{"gpus_per_job": 0, "cpus_per_job": 1, "time": "00:10:00", "poll_s": 0.5, **changes})
 
 
 def folder(args, suite: Suite, variant: str, seed: int = 0, task: str | None = None) -> Path:
-    return benchmark.run_dir(args, suite, task or suite.tasks[0], suite.variant(variant), seed)
+    return plan.run_dir(args, suite, task or suite.tasks[0], suite.variant(variant), seed)
 
 
 def ledger(args) -> list[dict]:
-    return benchmark.read_ledger(benchmark.ledger_path(benchmark.results_folder(args), args.suite))
+    return read_ledger(ledger_path(results_folder(args), args.suite))
 
 
 def results(record: dict) -> dict:
     kept = {k: v for k, v in record.items() if k not in NOT_RESULTS}
-    return {**kept, "command": benchmark.trainer_args(record["command"])}
+    return {**kept, "command": plan.trainer_args(record["command"])}
 
 
 def metrics(run: Path) -> list[dict]:
@@ -140,7 +138,7 @@ def until(ready, timeout_s: float, what: str) -> None:
 def run_within(args, timeout_s: float, cluster: SlurmCluster) -> int:
     """`run_suite(args)`, its jobs cancelled if it has not returned after `timeout_s` (so --wait ends)."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(benchmark.run_suite, args)
+        future = pool.submit(runner.run_suite, args)
         try:
             return future.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
@@ -155,7 +153,7 @@ def job_of(run: Path) -> str:
 
 def status(args, capsys) -> str:
     capsys.readouterr()
-    assert benchmark.run_suite(dataclasses.replace(args, status=True, wait=False)) == 0
+    assert runner.run_suite(dataclasses.replace(args, status=True, wait=False)) == 0
     return capsys.readouterr().out
 
 
@@ -163,25 +161,25 @@ def test_a_suite_on_slurm_records_what_the_same_suite_records_locally(cluster, t
     # With --group-seeds: the Playground task's two seeds train in one process (one job), the Gymnasium task's
     # one seed a process, locally as on Slurm.
     local = bench(TINY, tmp_path / "local", group_seeds=True)
-    assert benchmark.run_suite(local) == 0
+    assert runner.run_suite(local) == 0
     remote = bench(TINY, tmp_path / "slurm", group_seeds=True, executor="slurm", slurm=on_slurm(), wait=True)
     assert run_within(remote, 600, cluster) == 0
     # Three jobs of one array ended on the node at overlapping times; each run is in the ledger once.
-    records = sorted(ledger(remote), key=benchmark.run_key)
-    assert [benchmark.run_key(r) for r in records] == sorted(benchmark.run_key(r) for r in ledger(local))
+    records = sorted(ledger(remote), key=run_key)
+    assert [run_key(r) for r in records] == sorted(run_key(r) for r in ledger(local))
     jobs = [r["slurm"]["job_id"] for r in records]
     assert len(records) == 4 and len(set(jobs)) == 3 and len({job.split("_")[0] for job in jobs}) == 1
     assert [r["seed_group"] is not None for r in records] == [True, True, False, False]
-    assert [results(r) for r in records] == [results(r) for r in sorted(ledger(local), key=benchmark.run_key)]
+    assert [results(r) for r in records] == [results(r) for r in sorted(ledger(local), key=run_key)]
     assert all(r["cost"]["wall_s"] > 0 and r["concurrent_runs"] == 1 for r in records)
     # The summaries are generated from the ledger: equal but for the cost and hardware they report.
     assert summary(remote) == summary(local)
     assert "slurm-tiny: this checkout's runs beside the committed results" in capsys.readouterr().out
     # Everything is done: a second submission submits nothing and leaves the ledger as it is.
-    before = benchmark.ledger_path(benchmark.results_folder(remote), TINY.name).read_bytes()
-    assert benchmark.run_suite(dataclasses.replace(remote, wait=False)) == 0
+    before = ledger_path(results_folder(remote), TINY.name).read_bytes()
+    assert runner.run_suite(dataclasses.replace(remote, wait=False)) == 0
     assert "0 runs to do" in capsys.readouterr().out
-    assert benchmark.ledger_path(benchmark.results_folder(remote), TINY.name).read_bytes() == before
+    assert ledger_path(results_folder(remote), TINY.name).read_bytes() == before
     assert "4 runs: 4 done" in status(remote, capsys)
 
 
@@ -199,7 +197,7 @@ def summary(args) -> dict:
             }
         return [strip(v) for v in value] if isinstance(value, list) else value
 
-    return strip(json.loads((benchmark.results_folder(args) / f"{args.suite}.json").read_text()))
+    return strip(json.loads((results_folder(args) / f"{args.suite}.json").read_text()))
 
 
 def test_a_cancelled_job_resumed_finishes_as_the_uninterrupted_run(
@@ -207,7 +205,7 @@ def test_a_cancelled_job_resumed_finishes_as_the_uninterrupted_run(
 ):
     monkeypatch.setenv(SLEEP_VAR, "0.005")  # 128 iterations of 64 steps: about a minute
     args = bench(LONG, tmp_path, methods=("gsb_mdpo",), executor="slurm", slurm=on_slurm())
-    assert benchmark.run_suite(args) == 0  # submitted; without --wait the runner returns
+    assert runner.run_suite(args) == 0  # submitted; without --wait the runner returns
     run = folder(args, LONG, "gsb_mdpo")
     job = job_of(run)
     assert f"({'Slurm job ' + job})" in status(args, capsys)  # pending or running
@@ -217,7 +215,7 @@ def test_a_cancelled_job_resumed_finishes_as_the_uninterrupted_run(
     assert iterations(run) < 128 and not (run / slurm.RECORD_FILE).exists()
     assert f"failed (Slurm job {job} ended CANCELLED" in status(args, capsys)
     with pytest.raises(CommandError, match="holds an interrupted run; pass --resume"):
-        benchmark.run_suite(args)
+        runner.run_suite(args)
     monkeypatch.setenv(SLEEP_VAR, "0")
     assert run_within(dataclasses.replace(args, resume=True, wait=True), 300, cluster) == 0
     assert job_of(run) != job  # submitted again, as a new job
@@ -260,6 +258,6 @@ def test_a_failed_job_is_reported_with_its_state_and_log_and_never_recorded(clus
 def test_options_sbatch_refuses_are_one_line_and_leave_nothing_behind(cluster, tmp_path, capsys):
     args = bench(LONG, tmp_path, methods=("gsb_mdpo",), executor="slurm", slurm=on_slurm(partition="nosuch"))
     with pytest.raises(CommandError, match="sbatch refused the jobs: .*invalid partition"):
-        benchmark.run_suite(args)
+        runner.run_suite(args)
     run = folder(args, LONG, "gsb_mdpo")
     assert not (run / slurm.JOB_FILE).exists() and ledger(args) == []

@@ -30,6 +30,10 @@ class Algorithm:
     (SB3 keeps state a checkpoint does not capture, so its resumed runs only continue)."""
     module: str = ""
     """The trainer module (`python -m <module>`); default `trainers.<name>`."""
+    vmapped_seeds: bool = True
+    """Its trainer's `--seeds` trains several seeds in one process, the iteration vmapped over them (the
+    shared JAX loop), so the benchmark runner may group a task's seeds (`--group-seeds`); SB3's PPO trains
+    one seed a process."""
 
     def __post_init__(self):
         if self.policy_kind not in POLICY_KINDS:
@@ -49,7 +53,7 @@ class Algorithm:
 
 ALGORITHMS = [
     Algorithm("gaussian_ppo", "Gaussian PPO", "gaussian"),
-    Algorithm("ppo", "PPO (SB3)", "gaussian", exact_resume=False),
+    Algorithm("ppo", "PPO (SB3)", "gaussian", exact_resume=False, vmapped_seeds=False),
     Algorithm("dppo", "DPPO", "ddpm-flow"),
     Algorithm("fpo", "FPO", "flow"),
     Algorithm("fpo_pp", "FPO++", "flow"),

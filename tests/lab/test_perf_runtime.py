@@ -33,11 +33,11 @@ def _fake_execute(seconds: dict):
 
 
 def test_the_steady_state_leaves_out_the_warmup_and_the_claims_read_the_file(tmp_path, monkeypatch):
-    from trainers.benchmark import runner
+    from trainers.benchmark import cost
 
     # Table 3's minutes as iteration seconds, after a long first (compiling) iteration.
     seconds = {m: [60.0] + [minutes] * 3 for m, (minutes, _) in claims.TABLE3.items()}
-    monkeypatch.setattr(runner, "execute", _fake_execute(seconds))
+    monkeypatch.setattr(cost, "execute", _fake_execute(seconds))
     out = tmp_path / "runtime-cpu.json"
     runtime.main(
         ["--iterations", "3", "--warmup", "1", "--runs-dir", str(tmp_path / "runs"), "--out", str(out)]

@@ -1,12 +1,19 @@
-"""The committed run ledgers and what the summaries read beside them, in `hub_cards/results`.
+"""The run ledgers (the committed ones in `hub_cards/results`) and what the summaries read beside them.
 
 Each line of `<suite>.runs.jsonl` is one finished run, as the benchmark runner recorded it: its curve, final
 evaluation, cost, hardware and commit. `exploration_probe.json` holds `trainers.lab.exploration_probe`'s
-results by env, quoted under the tables of the suites that ran those envs.
+results by env, quoted under the tables of the suites that ran those envs. The runner adds lines through
+`append_ledger` only, so that each run is in a ledger once however many runners add at the same time.
 """
 
+import fcntl
 import json
+import os
 from pathlib import Path
+
+from gsbpolicy._files import atomic_write_text, open_no_follow
+
+from .._core.runlog import read_jsonl
 
 RESULTS_DIR = Path(__file__).parents[2] / "hub_cards" / "results"
 PROBE_FILE = "exploration_probe.json"
@@ -14,6 +21,46 @@ PROBE_FILE = "exploration_probe.json"
 
 def read_ledger(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def ledger_path(results_dir: Path, suite: str) -> Path:
+    """Where a suite's ledger lives in `results_dir`."""
+    return results_dir / f"{suite}.runs.jsonl"
+
+
+def run_key(record: dict) -> tuple[str, str, int]:
+    """What a ledger line is a run of: (task, variant name, seed)."""
+    return record["task"], record["variant"], record["seed"]
+
+
+def record_json(record: dict) -> str:
+    """A ledger line as written (keys sorted, so equal records are equal lines)."""
+    return json.dumps(record, sort_keys=True)
+
+
+def append_ledger(path: Path, *records: dict) -> list[dict]:
+    """Add the records whose run the ledger does not hold yet; returns those added. The ledger is rewritten
+    atomically (a crash leaves the old or the new file) under an exclusive lock on `<ledger>.lock`, so that
+    runners merging at the same time (a --wait and a --status, say) add each run exactly once. A line that is
+    not a JSON object raises ValueError naming the file and the line (`read_jsonl`)."""
+    if not records:
+        return []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = open_no_follow(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held = {run_key(r) for r in read_jsonl(path)}
+        added = []
+        for record in records:
+            if run_key(record) not in held:
+                held.add(run_key(record))
+                added.append(record)
+        if added:
+            text = (path.read_text() if path.exists() else "") + "".join(record_json(r) + "\n" for r in added)
+            atomic_write_text(path, text)
+        return added
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def ledger_suites(results_dir: Path) -> list[str]:

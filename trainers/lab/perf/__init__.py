@@ -12,7 +12,7 @@ def write_result(result: dict, out) -> None:
 
     from gsbpolicy._files import atomic_write_text
     from trainers._core.runlog import git_commit
-    from trainers.benchmark.runner import hardware
+    from trainers.benchmark.cost import hardware
 
     result["load_average_end"] = os.getloadavg()
     result.setdefault("git", git_commit())  # which code, on which machine, the numbers come from

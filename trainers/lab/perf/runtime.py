@@ -65,7 +65,7 @@ def iteration_seconds(metrics_jsonl: Path, per_iteration: int) -> list[float]:
 
 def measure(method: str, task: str, iterations: int, warmup: int, runs_dir: Path) -> dict:
     """One method's run: its steady-state iteration seconds, end to end and peak memory."""
-    from trainers.benchmark.runner import execute
+    from trainers.benchmark.cost import execute
 
     per_iteration = steps_per_iteration(method, task)
     directory = runs_dir / method
