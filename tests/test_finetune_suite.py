@@ -9,8 +9,7 @@ import pytest
 
 from trainers import bc, fpo, gsb_mdpo
 from trainers._core.cli import parse
-from trainers.benchmark import plots, pretraining, report
-from trainers.benchmark import runner as benchmark
+from trainers.benchmark import plan, plots, pretraining, report
 from trainers.benchmark.suites import SUITES
 from trainers.benchmark.summary import summarize
 
@@ -21,7 +20,9 @@ def test_the_clone_has_the_spec_every_fine_tuning_column_trains():
     clone = parse(bc.Args, bc.PRESETS, "cpu", "", ["--dataset", "d", *SUITE.pretraining.bc_args])
     assert clone.policy == gsb_mdpo.gym_preset("Hopper-v5").policy
     # FPO's column, with its variant's flags, builds that spec (so `--init-from` accepts the clone).
-    argv = benchmark.command(SUITE, "Hopper-v5", SUITE.variant("fpo"), 0, SUITE_DIR / "fpo" / "seed_0", False)
+    argv = plan.command(
+        SUITE, plan.Run("Hopper-v5", SUITE.variant("fpo"), 0, SUITE_DIR / "fpo" / "seed_0"), False
+    )
     args = parse(fpo.Args, fpo.PRESETS, "cpu", "", argv[3:])
     assert args.policy == clone.policy and not args.algo.clip_iterates and not args.algo.time_reversed
 
@@ -31,13 +32,15 @@ SUITE_DIR = pretraining.Path("runs/benchmarks/finetune-cpu-gym/Hopper-v5")
 
 def test_each_fine_tuning_run_starts_from_its_seeds_clone_and_scratch_from_nothing():
     for variant in SUITE.variants:
-        argv = benchmark.command(SUITE, "Hopper-v5", variant, 2, SUITE_DIR / variant.name / "seed_2", False)
+        argv = plan.command(
+            SUITE, plan.Run("Hopper-v5", variant, 2, SUITE_DIR / variant.name / "seed_2"), False
+        )
         clone = str(SUITE_DIR / "pretraining" / "bc" / "seed_2" / "policy")
         from_nothing = ("gsb_mdpo:scratch", "gaussian_ppo:demonstrator-continued")
         assert (clone in argv) == (variant.name not in from_nothing), variant.name
         assert pretraining.PRETRAINED not in argv
-    bc_only = benchmark.command(
-        SUITE, "Hopper-v5", SUITE.variant("bc"), 0, SUITE_DIR / "bc" / "seed_0", False
+    bc_only = plan.command(
+        SUITE, plan.Run("Hopper-v5", SUITE.variant("bc"), 0, SUITE_DIR / "bc" / "seed_0"), False
     )
     assert bc_only[bc_only.index("--init.critic-warmup-steps") + 1] == str(SUITE.total_steps)
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from gsbpolicy._cli import CommandError
-from trainers.benchmark import confirmatory, exact, power, preregistration, runner
+from trainers._core.runlog import read_jsonl
+from trainers.benchmark import confirmatory, exact, plan, power, preregistration
+from trainers.benchmark.arguments import BenchArgs
 from trainers.benchmark.suites import PREREGISTRATION_FILE, SUITES, confirmatory_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,8 +168,8 @@ def test_a_registration_defines_a_suite_that_runs_only_its_runs_at_its_seeds(res
     suite = confirmatory_suite(entry)
     assert suite.kind == "confirmatory" and suite.total_steps == SUITES["cpu-playground"].total_steps
     assert suite.args == SUITES["cpu-playground"].args
-    args = runner.BenchArgs(suite=suite.name)
-    planned = {(t, v.name, s) for t, v, s in runner.plan(args, suite)}
+    args = BenchArgs(suite=suite.name)
+    planned = {run.key for run in plan.planned_runs(args, suite)}
     n = len(entry["tasks"][0]["seeds"])
     assert planned == {("FingerSpin", c, s) for c in ("gsb_mdpo", "genpo") for s in range(100, 100 + n)} | {
         ("BallInCup", c, s) for c in ("gsb_mdpo", "fpo") for s in (100, 101)
@@ -194,12 +196,12 @@ def _added_at() -> dict[str, tuple[str, dict]]:
 def _runs_of(registration: dict) -> list[dict]:
     if registration.get("suite"):
         ledger = PREREGISTRATION_FILE.parent / f"{registration['suite']}.runs.jsonl"
-        return runner.read_ledger(ledger) if ledger.exists() else []
+        return read_jsonl(ledger) if ledger.exists() else []
     log = PREREGISTRATION_FILE.parent / preregistration.TOY_LOG
     same = ("settings", "beta", "preference")
     return [
         r
-        for r in runner.read_ledger(log)
+        for r in read_jsonl(log)
         if r["seed"] in registration["seeds"] and all(r[k] == registration[k] for k in same)
     ]
 

@@ -185,30 +185,35 @@ def test_seeds_that_cannot_be_aligned_are_a_clear_error(tmp_path):
 
 
 def test_the_benchmark_runner_groups_a_task_and_methods_seeds(tmp_path, capsys):
-    from trainers.benchmark import runner
+    from trainers.benchmark import plan, runner
+    from trainers.benchmark.arguments import BenchArgs
     from trainers.benchmark.suites import SUITES
 
     suite = SUITES["cpu-playground"]
     variant = suite.variant("gsb_mdpo")
     base = Path("runs/x")
-    runs = [
-        ("CartpoleSwingup", variant, s, base / f"seed_{s}", ["python", "--seed", str(s)]) for s in (0, 1, 2)
-    ]
-    (job,) = runner.group_runs(suite, runs)
-    task, _, seeds, folders, cmd = job
-    assert seeds == [0, 1, 2] and folders == [base / "seed_0", base / "seed_1", base / "seed_2"]
-    assert cmd[cmd.index("--seeds") + 1 : cmd.index("--seeds") + 4] == ["0", "1", "2"] and "--seed" not in cmd
+
+    def jobs(task, seeds, *flags):
+        runs = [plan.Run(task, variant, s, base / f"seed_{s}") for s in seeds]
+        return [plan.Job((run,), ("python", "--seed", str(run.seed), *flags)) for run in runs]
+
+    (job,) = plan.group_runs(suite, jobs("CartpoleSwingup", (0, 1, 2)))
+    seeds, folders, cmd = job.seeds, job.folders, job.command
+    assert seeds == (0, 1, 2) and folders == (base / "seed_0", base / "seed_1", base / "seed_2")
+    assert cmd[cmd.index("--seeds") + 1 : cmd.index("--seeds") + 4] == ("0", "1", "2") and "--seed" not in cmd
     assert cmd[cmd.index("--output-dir") + 1] == str(base)
-    resumed = [("CartpoleSwingup", variant, s, base / f"seed_{s}", ["python", "--seed", str(s), "--resume"])
-               for s in (0, 1)] + runs[2:]  # fmt: skip
-    assert sorted(job[2] for job in runner.group_runs(suite, resumed)) == [
-        [0, 1],
-        [2],
+    resumed = jobs("CartpoleSwingup", (0, 1), "--resume") + jobs("CartpoleSwingup", (2,))
+    assert sorted(job.seeds for job in plan.group_runs(suite, resumed)) == [
+        (0, 1),
+        (2,),
     ]  # fresh and resumed apart
-    gym = [("Hopper-v5", variant, s, base / f"seed_{s}", ["python"]) for s in (0, 1)]
-    assert [job[2] for job in runner.group_runs(suite, gym)] == [[0], [1]]  # host-side envs: one per process
-    dry = runner.BenchArgs(suite="cpu-playground", tasks=("CartpoleSwingup",), methods=("gsb_mdpo",),
-                           group_seeds=True, dry_run=True, runs_dir=tmp_path / "runs")  # fmt: skip
+    gym = jobs("Hopper-v5", (0, 1))
+    assert [job.seeds for job in plan.group_runs(suite, gym)] == [
+        (0,),
+        (1,),
+    ]  # host-side envs: one per process
+    dry = BenchArgs(suite="cpu-playground", tasks=("CartpoleSwingup",), methods=("gsb_mdpo",),
+                    group_seeds=True, dry_run=True, runs_dir=tmp_path / "runs")  # fmt: skip
     assert runner.run_suite(dry) == 0
     assert (
         "grouped: CartpoleSwingup gsb_mdpo seeds [0, 1, 2]: -m trainers.gsb_mdpo" in capsys.readouterr().out

@@ -22,9 +22,10 @@ import pytest
 from gsbpolicy._cli import CommandError
 from tests.slow_env import SLEEP_VAR
 from tests.slurm_cluster import SlurmCluster, unavailable
+from trainers._core.runlog import read_jsonl
 from trainers.benchmark import plan, runner, slurm
 from trainers.benchmark.arguments import BenchArgs, results_folder
-from trainers.benchmark.ledger import ledger_path, read_ledger, run_key
+from trainers.benchmark.ledger import ledger_path, run_key
 from trainers.benchmark.slurm_options import SlurmArgs
 from trainers.benchmark.suites import SUITES, Suite, Variant
 
@@ -108,7 +109,7 @@ def folder(args, suite: Suite, variant: str, seed: int = 0, task: str | None = N
 
 
 def ledger(args) -> list[dict]:
-    return read_ledger(ledger_path(results_folder(args), args.suite))
+    return read_jsonl(ledger_path(results_folder(args), args.suite))
 
 
 def results(record: dict) -> dict:

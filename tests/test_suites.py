@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainers.benchmark import runner
+from trainers.benchmark import plan
 from trainers.benchmark.suites import SUITES
 
 RESULTS = Path(__file__).parents[1] / "hub_cards" / "results"
@@ -25,7 +25,7 @@ def _args(suite: str, variant: str, task: str):
 
     s = SUITES[suite]
     v = s.variant(variant)
-    cmd = runner.command(s, task, v, 0, Path("/tmp/unused"), resume=False)
+    cmd = plan.command(s, plan.Run(task, v, 0, Path("/tmp/unused")), resume=False)
     module = importlib.import_module(cmd[2])
     return parse(module.Args, module.PRESETS, "cpu", "", cmd[3:])
 
@@ -192,11 +192,13 @@ def test_cpu_gym_runs_of_every_paper_method_but_genpo_fit_the_budget_its_note_st
 def test_the_walker2d_causes_suite_changes_one_thing_per_column():
     suite, base = "walker2d-causes-cpu-gym", "Walker2d-v5"
     for reused in ("gsb_mdpo", "gaussian_ppo"):  # cpu-gym's runs: the same trainer command, not retrained
-        mine = runner.command(
-            SUITES[suite], base, SUITES[suite].variant(reused), 0, Path("/r/s/t/v/seed_0"), False
+        mine = plan.command(
+            SUITES[suite], plan.Run(base, SUITES[suite].variant(reused), 0, Path("/r/s/t/v/seed_0")), False
         )
-        theirs = runner.command(
-            SUITES["cpu-gym"], base, SUITES["cpu-gym"].variant(reused), 0, Path("/r/s/t/v/seed_0"), False
+        theirs = plan.command(
+            SUITES["cpu-gym"],
+            plan.Run(base, SUITES["cpu-gym"].variant(reused), 0, Path("/r/s/t/v/seed_0")),
+            False,
         )
         assert mine == theirs
     ppo, ppo_cosine = _args(suite, "gaussian_ppo", base), _args(suite, "gaussian_ppo:cosine-lr", base)
