@@ -8,9 +8,11 @@
 Each run trains 3 iterations from seed 0 in a fresh temporary folder. Its fingerprint is the SHA-256 of
 `metrics.jsonl` without the wall-clock fields (`time/*`), of every tensor of `policy/model.safetensors` (name,
 dtype, shape and bytes: the file's metadata may change, the numbers may not) and of `policy/results.json`
-without its provenance fields (date, commit). A refactor that claims "results unchanged" must leave every
-fingerprint equal on the machine that recorded them (XLA's CPU code is deterministic run to run; another
-CPU or XLA version may legitimately differ, so record and check on the same machine and versions).
+without its provenance fields (date, commit) and without `metrics_sha256`, the hash of the raw metrics.jsonl,
+whose wall-clock fields differ run to run (its other content is the `metrics` fingerprint). A refactor that
+claims "results unchanged" must leave every fingerprint equal on the machine that recorded them (XLA's CPU
+code is deterministic run to run; another CPU or XLA version may legitimately differ, so record and check on
+the same machine and versions).
 
 Not part of CI: 14 runs, each compiling its own functions, take 15-25 minutes on a 2-core CPU.
 """
@@ -37,7 +39,7 @@ SMALL = [
 """Three iterations of every cpu preset (each collects at most 1024 steps per iteration), two evaluations, a
 checkpoint after iteration 2 and at the end, short Playground episodes."""
 
-PROVENANCE = ("date", "git_commit", "git_dirty")
+PROVENANCE = ("date", "git_commit", "git_dirty", "metrics_sha256")
 
 
 def _sha(data: bytes) -> str:
