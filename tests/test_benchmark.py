@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gsbpolicy._cli import CommandError
-from trainers._core.lifecycle import DIVERGED_FILE
+from trainers._core.runfolder import DIVERGED_FILE
 from trainers._core.runlog import git_commit
 from trainers.benchmark import aggregate, compare, ledger, report, stats
 from trainers.benchmark import runner as benchmark

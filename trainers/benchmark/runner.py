@@ -41,8 +41,8 @@ from gsbpolicy._cli import CommandError, check_writable_folder, refuse_control_c
 from gsbpolicy._files import atomic_write_text, open_no_follow
 
 from .._core.cli import tyro_cli
-from .._core.lifecycle import DIVERGED_FILE
 from .._core.rundir import holds_started_run
+from .._core.runfolder import DIVERGED_FILE
 from .._core.runlog import read_jsonl as read_ledger
 from . import pretraining
 from .aggregate import RESULTS_DIR as COMMITTED
