@@ -112,7 +112,7 @@ def _records(run_dir):
 
 
 def _crash_in_third_iteration(monkeypatch, iteration: int = 3):
-    original, calls = Trainer._collect_and_update, []
+    original, calls = Trainer.collect_and_update, []
 
     def crash(self):
         calls.append(1)
@@ -120,7 +120,7 @@ def _crash_in_third_iteration(monkeypatch, iteration: int = 3):
             raise KeyboardInterrupt
         return original(self)
 
-    monkeypatch.setattr(Trainer, "_collect_and_update", crash)
+    monkeypatch.setattr(Trainer, "collect_and_update", crash)
     return original
 
 
@@ -133,7 +133,7 @@ def test_a_custom_env_resumes_exactly_when_it_has_a_snapshot(
     options = {**TINY, "log": {"progress": False, "checkpoint_every": 2}}
     with pytest.raises(KeyboardInterrupt):
         gsb_mdpo.train(env, output_dir=out, **options)
-    monkeypatch.setattr(Trainer, "_collect_and_update", original)
+    monkeypatch.setattr(Trainer, "collect_and_update", original)
     gsb_mdpo.train(env, output_dir=out, resume=True, **options)
     note = "continues with fresh episodes" in capsys.readouterr().err
     assert note is not exact
@@ -230,7 +230,7 @@ def test_keep_best_after_a_resume_is_the_best_of_the_evaluations_the_run_kept(
         gsb_mdpo.train(Reach, output_dir=out, **{**options, "log": log})
     pending = json.loads((out / "best_policy.pending" / "best.json").read_text())
     assert pending["iteration"] == killed_in - 1 and pending["iteration"] > (2 if killed_in == 4 else 0)
-    monkeypatch.setattr(Trainer, "_collect_and_update", original)
+    monkeypatch.setattr(Trainer, "collect_and_update", original)
     gsb_mdpo.train(Reach, output_dir=out, resume=True, **{**options, "log": log})
     evals = [r for r in _records(out) if r["type"] == "eval"]
     best = max(evals, key=lambda r: r["eval/return_deterministic"])

@@ -31,9 +31,9 @@ import safetensors.numpy
 import gsbpolicy._cli
 from trainers._core.checkpoint import save_checkpoint
 from trainers._core.cli import parse
-from trainers._core.lifecycle import DIVERGED_FILE
 from trainers._core.loop import Trainer
 from trainers._core.rundir import LOCK_NAME
+from trainers._core.runfolder import DIVERGED_FILE
 from trainers._core.runlog import experiment_sha256, write_run_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -575,7 +575,7 @@ def test_run_that_goes_non_finite_stops_and_keeps_the_last_good_checkpoint(tmp_p
     stops with exit 1 before logging or saving anything of it; iteration 2's checkpoint stays, no policy."""
     from trainers.gsb_mdpo import main
 
-    original = Trainer._collect_and_update
+    original = Trainer.collect_and_update
 
     def poison_third_iteration(self):
         if int(self.state.iteration) == 2:
@@ -585,7 +585,7 @@ def test_run_that_goes_non_finite_stops_and_keeps_the_last_good_checkpoint(tmp_p
             self.state = eqx.tree_at(lambda state: state.model.critic, self.state, nan_critic)
         return original(self)
 
-    monkeypatch.setattr(Trainer, "_collect_and_update", poison_third_iteration)
+    monkeypatch.setattr(Trainer, "collect_and_update", poison_third_iteration)
     run = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
         main([*TINY, "--output-dir", str(run)])

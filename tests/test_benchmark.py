@@ -17,7 +17,7 @@ import pytest
 
 from gsbpolicy._cli import CommandError
 from trainers import registry
-from trainers._core.lifecycle import DIVERGED_FILE
+from trainers._core.runfolder import DIVERGED_FILE
 from trainers._core.runlog import git_commit
 from trainers.benchmark import aggregate, arguments, compare, cost, ledger, local, plan, report, runner, stats
 from trainers.benchmark.arguments import BenchArgs

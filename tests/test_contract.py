@@ -14,7 +14,7 @@ import pytest
 
 from gsbpolicy import GSBPolicy, evaluate
 from trainers import registry
-from trainers._core.lifecycle import RunLifecycle
+from trainers._core import lifecycle
 
 pytest.importorskip("onnxruntime")
 
@@ -90,15 +90,15 @@ def test_policy_loads_evaluates_and_its_onnx_export_acts_the_same(finished):
 def test_a_killed_run_resumes(finished, tmp_path, monkeypatch, capsys):
     name, uninterrupted = finished
     out = tmp_path / "run"
-    original, calls = RunLifecycle.iteration_done, []
+    original, calls = lifecycle.train_record, []
 
-    def killed_in_third_iteration(self, *args, **kwargs):
+    def killed_in_third_iteration(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:  # iterations 1 and 2 are logged and checkpointed
             raise KeyboardInterrupt
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(RunLifecycle, "iteration_done", killed_in_third_iteration)
+    monkeypatch.setattr(lifecycle, "train_record", killed_in_third_iteration)
     with pytest.raises(SystemExit) as stop:  # Ctrl-C: one line, exit 130
         _main(name)([*TINY, "--output-dir", str(out)])
     assert stop.value.code == 130
@@ -106,7 +106,7 @@ def test_a_killed_run_resumes(finished, tmp_path, monkeypatch, capsys):
         f"error: interrupted (Ctrl-C) at iteration 3 of 3; the checkpoint of iteration 2 is kept in "
         f"{out / 'checkpoint'}: continue with the same command and --resume\n"
     )
-    monkeypatch.setattr(RunLifecycle, "iteration_done", original)
+    monkeypatch.setattr(lifecycle, "train_record", original)
     _main(name)([*TINY, "--output-dir", str(out), "--resume"])
     closing = capsys.readouterr().out
     assert "over 2 deterministic episodes on InvertedPendulum-v5" in closing.splitlines()[-1]

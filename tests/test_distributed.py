@@ -58,7 +58,7 @@ def arrays(t):
 
 def iterate(t, n):
     before = [x.sharding for x in arrays(t)]
-    records = [{**t._collect_and_update(), **t.stats.summary()} for _ in range(n)]
+    records = [{**metrics, **episodes} for metrics, episodes in (t.collect_and_update()[0] for _ in range(n))]
     # Equivalent, not equal: on one device P("data") and P() are the same layout (and executables read back
     # from the persistent compilation cache report the latter).
     assert all(x.sharding.is_equivalent_to(s, x.ndim) for x, s in zip(arrays(t), before)), \
@@ -72,14 +72,17 @@ def layout(t):
 
 out = {}
 two = trainer("two", 2)
-two.lifecycle.begin(two)  # run.json and the metrics log, which the checkpoint vouches for
+two.folder.start()  # run.json and the metrics log, which the checkpoint vouches for
 out["two"], out["two_layout"] = iterate(two, 2), layout(two)
-two.lifecycle.save_checkpoint(two)
+two.folder.checkpoints.write(two.state_trees(), two.folder.checkpoint_record(two.iteration, two.env_steps, {}))
+two.folder.checkpoints.commit()
 one = trainer("one", 1)
 out["one"] = iterate(one, 4)
 shutil.copytree(root / "two", root / "resumed", ignore=shutil.ignore_patterns("run.lock"))
 resumed = trainer("resumed", 1, resume=True)
-assert resumed.lifecycle.restore(resumed)
+restored = resumed.folder.restore(resumed.state_trees())
+assert restored is not None
+resumed.load_state(*restored)
 out["resumed_iteration"], out["resumed_layout"] = int(resumed.state.iteration), layout(resumed)
 out["resumed"] = iterate(resumed, 2)
 print("RESULT " + json.dumps(out))

@@ -1,6 +1,6 @@
 """The env backend seam and the one run lifecycle: the env kind is chosen once (by `gsbpolicy._envid.env_kind`), the
 training loop never branches on it, and both trainers (the JAX loop and SB3) leave the run folder, its
-cadence and its end to `RunLifecycle`."""
+cadence and its end to the one loop (`lifecycle.run_training`) and its `RunFolder`."""
 
 import ast
 import inspect
@@ -9,10 +9,11 @@ from pathlib import Path
 import jax
 import pytest
 
-from trainers._core import envs, lifecycle, loop
+from trainers._core import envs, lifecycle, loop, runfolder
 from trainers._core.envs.gym_backend import GymnasiumBackend
 from trainers._core.envs.playground_backend import PlaygroundBackend
-from trainers._core.lifecycle import RunLifecycle, eval_iterations
+from trainers._core.lifecycle import eval_iterations
+from trainers._core.runfolder import RunFolder
 from trainers.gsb_mdpo import GsbMdpo, cpu_preset
 from trainers.presets import with_fields
 
@@ -41,7 +42,7 @@ def _strings(module) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("module", [loop, lifecycle], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [loop, lifecycle, runfolder], ids=lambda m: m.__name__)
 def test_training_loop_and_lifecycle_have_no_env_kind_branches(module):
     assert not set(ENV_KIND_NAMES) & _names(module)
     assert "-v" not in _strings(module)
@@ -72,7 +73,7 @@ def test_the_backend_is_chosen_by_the_env_kind(tmp_path):
     assert (backend.env.num_envs, backend.env.act_dim) == (2, 1)
 
 
-def test_sb3_trainer_leaves_the_run_folder_to_the_lifecycle():
+def test_sb3_trainer_leaves_the_run_folder_to_the_loop():
     """The run-folder contract has one implementation: SB3's trainer supplies only what differs."""
     from trainers import ppo
 
@@ -82,20 +83,20 @@ def test_sb3_trainer_leaves_the_run_folder_to_the_lifecycle():
     assert not owned & _names(loop)
 
 
-def _lifecycle(tmp_path, **changes) -> RunLifecycle:
-    return RunLifecycle("gsb_mdpo", with_fields(cpu_preset("InvertedPendulum-v5"), output_dir=tmp_path / "run",
+def _folder(tmp_path, **changes) -> RunFolder:
+    return RunFolder("gsb_mdpo", with_fields(cpu_preset("InvertedPendulum-v5"), output_dir=tmp_path / "run",
                                                 **changes))  # fmt: skip
 
 
 def test_non_finite_stop_says_what_is_kept(tmp_path):
-    run = _lifecycle(tmp_path)
+    run = _folder(tmp_path)
     try:
-        assert str(run.non_finite("gradient", 1)) == (
+        assert str(run.diverged("gradient", 1)) == (
             "training stopped: non-finite gradient (NaN or inf) in iteration 1; nothing of it was saved and no "
             "checkpoint had been written"
         )
-        run.checkpointed = 4
-        assert str(run.non_finite("loss", 5)).endswith(
+        run.checkpoints.iteration = 4
+        assert str(run.diverged("loss", 5)).endswith(
             f"the last good checkpoint (iteration 4) is kept in {tmp_path / 'run' / 'checkpoint'}"
         )
     finally:
@@ -103,10 +104,10 @@ def test_non_finite_stop_says_what_is_kept(tmp_path):
 
 
 def test_a_failed_setup_gives_the_run_folder_back(tmp_path):
-    run = _lifecycle(tmp_path)
+    run = _folder(tmp_path)
     with pytest.raises(ValueError, match="bad setup"), run.released_on_error():
         raise ValueError("bad setup")
-    _lifecycle(tmp_path).release()  # the lock is free: a second writer gets the folder
+    _folder(tmp_path).release()  # the lock is free: a second writer gets the folder
 
 
 @pytest.mark.parametrize(

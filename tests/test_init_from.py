@@ -64,7 +64,7 @@ def test_the_actor_starts_pretrained_and_stays_put_during_the_critic_warmup(pret
     try:
         start = trainer.state.model
         assert same_tensors(start.actor, policy), "weights and observation statistics are the pretrained ones"
-        warmup = trainer._collect_and_update()  # iteration 1 (64 env steps): the warm-up
+        ((warmup, _),) = trainer.collect_and_update()  # iteration 1 (64 env steps): the warm-up
         after_warmup = trainer.state.model
         assert same_tensors(after_warmup.actor.drift_net, policy.drift_net), "the actor did not move"
         assert not same_tensors(after_warmup.critic, start.critic), "the critic learned"
@@ -72,13 +72,13 @@ def test_the_actor_starts_pretrained_and_stays_put_during_the_critic_warmup(pret
             "the yardstick is the pretrained policy, untrained"
         )
         assert warmup["path_kl_init"] == 0.0, "the rollout policy was the pretrained one"
-        trainer._collect_and_update()  # iteration 2: its rollout's policy is still the pretrained one
+        trainer.collect_and_update()  # iteration 2: its rollout's policy is still the pretrained one
         assert not same_tensors(trainer.state.model.actor.drift_net, policy.drift_net), "the actor learns"
         assert same_tensors(trainer.state.model.reference, policy), "the reference never moves"
-        moved = trainer._collect_and_update()  # iteration 3 collected with the fine-tuned actor
+        ((moved, _),) = trainer.collect_and_update()  # iteration 3 collected with the fine-tuned actor
         assert moved["path_kl_init"] > 0.0
     finally:
-        trainer.lifecycle.release()
+        trainer.folder.release()
         trainer.close()
 
 
@@ -95,7 +95,7 @@ def test_fpo_and_dppo_start_from_the_same_policy_given_its_sampler(module, pretr
     try:
         assert same_tensors(trainer.state.model.actor, policy)
     finally:
-        trainer.lifecycle.release()
+        trainer.folder.release()
         trainer.close()
 
 

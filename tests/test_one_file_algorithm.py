@@ -22,10 +22,10 @@ from gsbpolicy import FlowPolicy, GSBPolicy, evaluate
 from gsbpolicy._internal import sample_noise
 from hub_cards import publish
 from trainers import registry
+from trainers._core import lifecycle
 from trainers._core.algorithm import AbstractAlgorithm
 from trainers._core.api import loop_entry_points
 from trainers._core.config import TrainArgs, require
-from trainers._core.lifecycle import RunLifecycle
 
 
 # ------------------------------------------------------------------------------------------ the algorithm's file
@@ -103,15 +103,15 @@ def test_it_trains_from_the_command_line_and_its_policy_loads_evaluates_and_expo
 
 def test_a_killed_run_resumes_to_the_same_records(finished, tmp_path, monkeypatch):
     out = tmp_path / "run"
-    original, calls = RunLifecycle.iteration_done, []
+    original, calls = lifecycle.train_record, []
 
-    def killed_in_third_iteration(self, *args, **kwargs):
+    def killed_in_third_iteration(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(RunLifecycle, "iteration_done", killed_in_third_iteration)
+    monkeypatch.setattr(lifecycle, "train_record", killed_in_third_iteration)
     with pytest.raises(SystemExit):
         main([*TINY, "--log.export-onnx", "--output-dir", str(out)])
     monkeypatch.undo()

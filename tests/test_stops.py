@@ -55,7 +55,7 @@ MAINS = {"trainers.gsb_mdpo": gsb_mdpo.main, "trainers.ppo": ppo.main}
 
 KILL_AT = {
     # The first checkpoint is due: the kill comes before anything of it is written.
-    "before the first checkpoint": ("trainers._core.lifecycle", "RunLifecycle", "write_checkpoint"),
+    "before the first checkpoint": ("trainers._core.checkpoint", "CheckpointStore", "write"),
     # Its tensor files are written, its record (written last) is not.
     "during the first checkpoint": ("trainers._core.checkpoint", None, "canonical_sha256"),
 }
@@ -270,7 +270,7 @@ def test_a_full_disk_keeps_what_was_saved_and_the_run_resumes(
 
 def test_running_out_of_memory_names_the_size_and_the_flags(tmp_path, monkeypatch, capsys):
     """A real XLA allocation failure in iteration 3: 2**40 float32s is 4 TiB."""
-    original, calls = Trainer._collect_and_update, []
+    original, calls = Trainer.collect_and_update, []
 
     def greedy_third_iteration(self):
         calls.append(1)
@@ -278,7 +278,7 @@ def test_running_out_of_memory_names_the_size_and_the_flags(tmp_path, monkeypatc
             jnp.ones((2**40,), jnp.float32).block_until_ready()
         return original(self)
 
-    monkeypatch.setattr(Trainer, "_collect_and_update", greedy_third_iteration)
+    monkeypatch.setattr(Trainer, "collect_and_update", greedy_third_iteration)
     run = tmp_path / "run"
     with pytest.raises(SystemExit) as stop:
         gsb_mdpo.main([*GYM, "--output-dir", str(run)])

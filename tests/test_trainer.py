@@ -4,6 +4,7 @@ learning, the CLI, and the Playground path."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,7 +98,7 @@ def test_a_longer_run_of_the_same_seed_repeats_the_shorter_ones_iterations(tmp_p
 def test_killed_run_resumes_exactly(tmp_path, reference_run, monkeypatch):
     args = tiny_args(tmp_path, "killed")
     trainer = Trainer(GsbMdpo(args.algo), args)
-    original = Trainer._collect_and_update
+    original = Trainer.collect_and_update
     calls = []
 
     def crash_in_fifth_iteration(self):
@@ -106,10 +107,10 @@ def test_killed_run_resumes_exactly(tmp_path, reference_run, monkeypatch):
             raise KeyboardInterrupt
         return original(self)
 
-    monkeypatch.setattr(Trainer, "_collect_and_update", crash_in_fifth_iteration)
+    monkeypatch.setattr(Trainer, "collect_and_update", crash_in_fifth_iteration)
     with pytest.raises(KeyboardInterrupt):
         trainer.run()
-    monkeypatch.setattr(Trainer, "_collect_and_update", original)
+    monkeypatch.setattr(Trainer, "collect_and_update", original)
     with pytest.raises(RunFolderError, match="interrupted run; pass --resume"):
         Trainer(GsbMdpo(args.algo), args)
     original_run = json.loads((args.output_dir / "run.json").read_text())
@@ -164,7 +165,7 @@ def test_playground_path_runs_end_to_end_and_resumes_exactly(tmp_path, monkeypat
     assert GSBPolicy.from_pretrained(policy_dir).spec.obs_dim == 4
 
     killed = with_fields(args, output_dir=tmp_path / "killed")
-    original, calls = Trainer._collect_and_update, []
+    original, calls = Trainer.collect_and_update, []
 
     def crash_in_third_iteration(self):
         calls.append(1)
@@ -172,10 +173,10 @@ def test_playground_path_runs_end_to_end_and_resumes_exactly(tmp_path, monkeypat
             raise KeyboardInterrupt
         return original(self)
 
-    monkeypatch.setattr(Trainer, "_collect_and_update", crash_in_third_iteration)
+    monkeypatch.setattr(Trainer, "collect_and_update", crash_in_third_iteration)
     with pytest.raises(KeyboardInterrupt):
         Trainer(GsbMdpo(killed.algo), killed).run()
-    monkeypatch.setattr(Trainer, "_collect_and_update", original)
+    monkeypatch.setattr(Trainer, "collect_and_update", original)
     resumed = with_fields(killed, resume=True)
     env_traces = _reset_shapes.cache_info().misses
     trainer = Trainer(GsbMdpo(resumed.algo), resumed)
@@ -216,3 +217,17 @@ def test_presets_follow_the_paper_tables():
     assert (gy.algo.kl_coef, gy.algo.ref_mix, gy.algo.path_clip) == (0.08, 0.02, 0.4)
     assert gy.optim.actor_cosine_decay and gy.optim.max_grad_norm == 1.0 and gy.optim.actor_lr == 7.5e-4
     assert (gy.policy.num_steps, gy.policy.sigma_schedule, gy.policy.sigma_min) == (16, "linear", 0.3)
+
+
+def test_the_run_folders_walk_returns_to_no_file_more_than_twice():
+    """Issue 66's measure of a loop you can read: following the run folder from `python -m trainers.gsb_mdpo`
+    to the saved policy (`tests/regression/walk.py`: a tiny run, each place read once in call order) enters no
+    file it has left more than twice."""
+    root = Path(__file__).resolve().parents[1]
+    walk = subprocess.run(
+        [sys.executable, str(root / "tests" / "regression" / "walk.py"), "--max", "2"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert walk.returncode == 0, walk.stdout[-3000:] + walk.stderr[-2000:]

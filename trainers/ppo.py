@@ -1,7 +1,8 @@
 """Stable-Baselines3 PPO, the Gaussian baseline users know, with the shared run folder and evaluation.
 
-Same CLI contract and run folder (run.json, metrics.jsonl, policy/results.json) as the other trainers: the run's
-lifecycle is the shared `trainers._core.lifecycle.RunLifecycle`. The SB3 policy and VecNormalize's statistics are
+Same CLI contract and run folder (run.json, metrics.jsonl, policy/results.json) as the other trainers: the run is
+the shared loop (`trainers._core.lifecycle.run_training`), each of its iterations one turn of SB3's `learn()`
+loop (collect a rollout, update). The SB3 policy and VecNormalize's statistics are
 converted into a `gsbpolicy.GaussianActor`, evaluated by the shared code and saved as the deployable folder
 (config.json + model.safetensors; `GSBPolicy.from_pretrained`).
 Checkpoints are safetensors + JSON (weights, Adam state, observation statistics); resuming is not bit-exact.
@@ -14,7 +15,6 @@ observation statistics every step. Actor and critic learning rates are two Adam 
 
 import dataclasses
 import math
-import time
 from typing import Literal
 
 from gsbpolicy._cli import require_extra
@@ -31,7 +31,8 @@ from ._core import api, compile_cache  # noqa: E402
 from ._core.config import CriticArgs, OptimArgs, TrainArgs, require  # noqa: E402
 from ._core.envs import make_evaluator  # noqa: E402
 from ._core.init_from import refuse as refuse_init  # noqa: E402
-from ._core.lifecycle import Learner, RunLifecycle  # noqa: E402
+from ._core.lifecycle import Diverged, Learner, Run, run_training  # noqa: E402
+from ._core.runfolder import RunFolder  # noqa: E402
 from .gaussian_ppo import GaussianPpo, GaussianPpoArgs  # noqa: E402
 from .gaussian_ppo import cpu_preset as gaussian_cpu  # noqa: E402
 from .presets import gym, playground, specialise, with_fields  # noqa: E402
@@ -95,18 +96,19 @@ class Args(TrainArgs):
                 raise ValueError(message)
 
 
-class Sb3Trainer(Learner):
-    """One SB3 PPO run with the shared run lifecycle: after every SB3 update (`HookedPPO.after_update`) a
-    train record, the due evaluations and checkpoints, exactly when the shared loop writes them."""
+class Sb3Trainer(Run, Learner):
+    """One SB3 PPO run driven by the shared loop: `collect_and_update` is one turn of SB3's `learn()` loop (a
+    rollout, then `train()`), so the loop writes the train record, the due evaluations and checkpoints exactly
+    when it does for the other trainers."""
 
     def __init__(self, args: Args):
         args.validate()
         compile_cache.enable(args.compile_cache)  # the Playground envs' jitted steps
         self.args = args
         refuse_init(args.init, "ppo")  # SB3 builds its own Gaussian actor
-        self.lifecycle = RunLifecycle("ppo", args)
-        self.run_dir = self.lifecycle.run_dir
-        with self.lifecycle.released_on_error():
+        self.folder = RunFolder("ppo", args)
+        self.run_dir, self.folders, self.runs = self.folder.run_dir, [self.folder], [self]
+        with self.folder.released_on_error():
             self._build()
 
     def _build(self) -> None:
@@ -115,9 +117,9 @@ class Sb3Trainer(Learner):
         env, self.normalizer = make_sb3_env(args, args.algo.normalize_reward)
         self._evaluate = make_evaluator(EVALUATOR, args)
         self.model = make_ppo(args, env)
-        self.model.after_update = self.after_update
         self.collector = EpisodeCollector()
         self._iteration = 0
+        self._total = None  # SB3's total_timesteps, once learning has started (`_start_learning`)
 
     def _ret_rms(self):
         """VecNormalize's return statistics when rewards are normalised (checkpointed with the run)."""
@@ -129,7 +131,7 @@ class Sb3Trainer(Learner):
         obs_rms = self.normalizer.obs_rms
         return to_gaussian_actor(self.model, obs_rms, a.width, a.depth, a.activation, self.args.env)
 
-    # ------------------------------------------------------------------ what the lifecycle asks for
+    # ------------------------------------------------------------------ what the loop asks for
     @property
     def iteration(self) -> int:
         return self._iteration
@@ -138,7 +140,7 @@ class Sb3Trainer(Learner):
     def env_steps(self) -> int:
         return self.model.num_timesteps
 
-    def checkpoint_trees(self) -> dict:
+    def state_trees(self) -> dict:
         return training_state(self.model, self.normalizer.obs_rms, self._ret_rms())
 
     # SB3 has no public accessor for its update counter (it logs it as train/n_updates): a resumed run must
@@ -146,7 +148,7 @@ class Sb3Trainer(Learner):
     def checkpoint_fields(self) -> dict:
         return {"n_updates": self.model._n_updates}
 
-    def load_checkpoint(self, trees: dict, meta: dict) -> None:
+    def load_state(self, trees: dict, meta: dict) -> None:
         load_training_state(self.model, self.normalizer.obs_rms, trees, self._ret_rms())
         self._iteration, self.model.num_timesteps = meta["iteration"], meta["env_steps"]
         self.model._n_updates = meta["n_updates"]
@@ -164,37 +166,40 @@ class Sb3Trainer(Learner):
     # ------------------------------------------------------------------ training
     def run(self):
         """Train to the end and write the policy folder; the run folder's lock is released however it ends."""
-        return self.lifecycle.run(self)
+        return run_training(self, self.folders)[0]
 
-    def train(self) -> None:
+    def _start_learning(self) -> None:
+        """What `learn()` does before its loop. SB3 counts `total_timesteps` from num_timesteps when not
+        resetting it: a restored checkpoint (always after an iteration, so num_timesteps > 0) continues, a
+        fresh run starts at 0."""
+        model, resumed = self.model, self.model.num_timesteps > 0
         total = self.args.num_iterations * self.args.rollout.steps_per_iteration
-        self._start = time.perf_counter()
-        if total > self.model.num_timesteps:
-            # SB3 counts `total_timesteps` from num_timesteps when not resetting it; a restored checkpoint
-            # (always after an iteration, so num_timesteps > 0) continues, a fresh run starts at 0.
-            resumed = self.model.num_timesteps > 0
-            self.model.learn(
-                total - self.model.num_timesteps,
-                callback=self.collector,
-                log_interval=None,
-                reset_num_timesteps=not resumed,
-            )
+        self._total, self._callback = model._setup_learn(
+            total - model.num_timesteps, self.collector, reset_num_timesteps=not resumed, tb_log_name="PPO"
+        )
+        self._callback.on_training_start(locals(), globals())
 
-    def after_update(self) -> None:
-        seconds = time.perf_counter() - self._start
+    def collect_and_update(self) -> list[tuple[dict, dict]]:
+        """One turn of `learn()`'s loop: a rollout of n_steps per env, then SB3's update."""
+        if self._total is None:
+            self._start_learning()
+        model = self.model
+        model.collect_rollouts(model.env, self._callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
+        model._update_current_progress_remaining(model.num_timesteps, self._total)
+        model.train()
         self._iteration += 1
-        logged = self.model.logger.name_to_value
+        logged = model.logger.name_to_value
         metrics = {RENAMED.get(k[6:], k[6:]): float(v) for k, v in logged.items() if k.startswith("train/")}
         metrics["entropy"] = -metrics.pop("entropy_loss")
-        self._check_finite(metrics)
-        self.lifecycle.iteration_done(self, metrics, self.collector.pop(), seconds)
-        self._start = time.perf_counter()  # evaluation and checkpoints are not training time
+        if (bad := self._non_finite(metrics)) is not None:
+            raise Diverged(bad)
+        return [(metrics, self.collector.pop())]
 
-    def _check_finite(self, metrics: dict) -> None:
-        """Stop before anything of a non-finite update is logged or saved (the last checkpoint stays)."""
+    def _non_finite(self, metrics: dict) -> str | None:
+        """What the update made non-finite, if anything (the run stops before any of it is logged or saved)."""
         params = list(self.model.policy.parameters())
         obs_rms = self.normalizer.obs_rms
-        bad = (
+        return (
             next((name for name, value in metrics.items() if not math.isfinite(value)), None)
             or (
                 "gradient"
@@ -204,8 +209,6 @@ class Sb3Trainer(Learner):
             or ("parameters" if not all(torch.isfinite(p).all() for p in params) else None)
             or ("observation statistics" if not np.isfinite([obs_rms.mean, obs_rms.var]).all() else None)
         )
-        if bad is not None:
-            raise self.lifecycle.non_finite(bad, self._iteration)
 
 
 def playground_preset(env: str | None) -> Args:
@@ -287,20 +290,41 @@ def _sb3_preset(env: str, settings: tuple, name: str, normalize_reward: bool) ->
     base = gym(env)
     # SB3 shuffles single transitions, so in the shared geometry a "sequence" is one step: n_steps unrolls of
     # length 1 per iteration, n_steps / batch_size minibatches (make_ppo turns these back into SB3's terms).
-    rollout = dataclasses.replace(base.rollout, num_envs=1, unroll_length=1, unrolls_per_iteration=n_steps,
-                                  num_minibatches=max(1, n_steps // batch), epochs=epochs, gamma=gamma,
-                                  gae_lambda=lam)  # fmt: skip
+    rollout = dataclasses.replace(
+        base.rollout,
+        num_envs=1,
+        unroll_length=1,
+        unrolls_per_iteration=n_steps,
+        num_minibatches=max(1, n_steps // batch),
+        epochs=epochs,
+        gamma=gamma,
+        gae_lambda=lam,
+    )
     return specialise(
-        Args, dataclasses.replace(base, rollout=rollout, preset=name),
+        Args,
+        dataclasses.replace(base, rollout=rollout, preset=name),
         critic=CriticArgs(width=width, depth=depth, activation=activation),
         optim=OptimArgs(actor_lr=lr, critic_lr=lr, max_grad_norm=max_norm, value_coef=vf),
-        algo=Sb3PpoArgs(clip=clip, entropy_coef=ent, width=width, depth=depth, activation=activation,
-                        init_log_std=log_std, ortho_init=ortho, normalize_reward=normalize_reward),
-    )  # fmt: skip
+        algo=Sb3PpoArgs(
+            clip=clip,
+            entropy_coef=ent,
+            width=width,
+            depth=depth,
+            activation=activation,
+            init_log_std=log_std,
+            ortho_init=ortho,
+            normalize_reward=normalize_reward,
+        ),
+    )
 
 
-PRESETS = {"cpu": cpu_preset, "playground": playground_preset, "gym": gym_preset, "zoo": zoo_preset,
-           "sb3": sb3_preset}  # fmt: skip
+PRESETS = {
+    "cpu": cpu_preset,
+    "playground": playground_preset,
+    "gym": gym_preset,
+    "zoo": zoo_preset,
+    "sb3": sb3_preset,
+}
 
 
 train, main = api.entry_points("ppo", Args, PRESETS, __doc__, Sb3Trainer)

@@ -3,15 +3,18 @@
     python tests/regression/fingerprint.py --record      # write tests/regression/fingerprints.json
     python tests/regression/fingerprint.py               # rerun and compare with it (exit 1 on a difference)
     python tests/regression/fingerprint.py --only ppo    # some trainers only (substring of the run name)
+    python tests/regression/fingerprint.py --record --only fpo_pp   # add or redo some runs, keep the others
 
 Each run trains 3 iterations from seed 0 in a fresh temporary folder. Its fingerprint is the SHA-256 of
 `metrics.jsonl` without the wall-clock fields (`time/*`), of every tensor of `policy/model.safetensors` (name,
 dtype, shape and bytes: the file's metadata may change, the numbers may not) and of `policy/results.json`
-without its provenance fields (date, commit). A refactor that claims "results unchanged" must leave every
-fingerprint equal on the machine that recorded them (XLA's CPU code is deterministic run to run; another
-CPU or XLA version may legitimately differ, so record and check on the same machine and versions).
+without its provenance fields (date, commit) and without `metrics_sha256`, the hash of the raw metrics.jsonl,
+whose wall-clock fields differ run to run (its other content is the `metrics` fingerprint). A refactor that
+claims "results unchanged" must leave every fingerprint equal on the machine that recorded them (XLA's CPU
+code is deterministic run to run; another CPU or XLA version may legitimately differ, so record and check on
+the same machine and versions).
 
-Not part of CI: 12 runs, each compiling its own functions, take 15-25 minutes on a 2-core CPU.
+Not part of CI: 14 runs, each compiling its own functions, take 15-25 minutes on a 2-core CPU.
 """
 
 import argparse
@@ -26,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = Path(__file__).with_name("fingerprints.json")
 
-TRAINERS = ("gsb_mdpo", "gaussian_ppo", "dppo", "fpo", "genpo", "ppo")
+TRAINERS = ("gsb_mdpo", "gaussian_ppo", "dppo", "fpo", "fpo_pp", "genpo", "ppo")
 ENVS = ("InvertedPendulum-v5", "CartpoleSwingup")
 SMALL = [
     "--preset", "cpu", "--seed", "0", "--total-steps", "3000", "--log.checkpoint-every", "2", "--log.no-progress",
@@ -36,7 +39,7 @@ SMALL = [
 """Three iterations of every cpu preset (each collects at most 1024 steps per iteration), two evaluations, a
 checkpoint after iteration 2 and at the end, short Playground episodes."""
 
-PROVENANCE = ("date", "git_commit", "git_dirty")
+PROVENANCE = ("date", "git_commit", "git_dirty", "metrics_sha256")
 
 
 def _sha(data: bytes) -> str:
@@ -84,6 +87,24 @@ def compare(old: dict, new: dict) -> list[str]:
     return problems
 
 
+def _write_record(fresh: dict, everything: bool) -> None:
+    """Merge `fresh` into the record, leaving every other run's entry as it was. The top-level commit names
+    the code that recorded all runs; a partial record names its commit in each run it adds instead, so the
+    file never claims that runs it did not redo came from the new commit."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    old = json.loads(RECORD.read_text()) if RECORD.exists() else {"commit": commit, "runs": {}}
+    if everything:
+        runs, top = fresh, commit
+    else:
+        runs, top = (
+            {**old["runs"], **{key: {**fp, "commit": commit} for key, fp in fresh.items()}},
+            old["commit"],
+        )
+    RECORD.write_text(json.dumps({"commit": top, "command": SMALL, "runs": runs}, indent=1) + "\n")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", action="store_true", help=f"write {RECORD.name} instead of checking it")
@@ -102,11 +123,7 @@ def main(argv=None) -> None:
                 print(f"{key}: {'identical' if not problems else '; '.join(problems)}", flush=True)
                 failed += [key] if problems else []
     if opts.record:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-        runs = {**recorded, **fresh}
-        RECORD.write_text(
-            json.dumps({"commit": commit.strip(), "command": SMALL, "runs": runs}, indent=1) + "\n"
-        )
+        _write_record(fresh, everything=not opts.only)
         print(f"recorded {len(fresh)} runs in {RECORD}")
     elif failed:
         raise SystemExit(f"{len(failed)} of {len(names)} runs changed: {', '.join(failed)}")

@@ -33,7 +33,7 @@ META = "meta.json"
 META_FIELDS = ("iteration", "env_steps", "num_records", "elapsed")
 """What every checkpoint record holds (trainers may add their own fields)."""
 FORMAT = 2
-"""The record's format: 2 adds `files` and `checksum` (and the lifecycle's `metrics_sha256`, `experiment_sha256`)."""
+"""The record's format: 2 adds `files` and `checksum` (and the run folder's `metrics_sha256`, `experiment_sha256`)."""
 INTEGRITY_FIELDS = ("format", "files", "checksum", "metrics_sha256", "experiment_sha256")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -255,3 +255,24 @@ def load_checkpoint(directory: Path, likes: dict[str, Any]) -> tuple[dict[str, A
             ) from None
         trees[name] = tensors_to_tree(tensors, like, str(path))
     return trees, meta
+
+
+class CheckpointStore:
+    """The checkpoint folder `directory` of a run folder, written in two steps: `write` puts the new checkpoint
+    beside the current one, which stays the one a resume loads until `commit` (a seed group writes every seed's
+    new checkpoint before it commits any). `writer=False` (processes other than 0) takes part in the gathering
+    and writes nothing."""
+
+    def __init__(self, directory: Path, writer: bool = True):
+        self.directory, self.writer = Path(directory), writer
+        self.iteration = None  # of the last checkpoint written or loaded
+
+    def write(self, trees: dict[str, Any], meta: dict) -> None:
+        """Write `trees` with the record `meta` as the pending checkpoint (a collective: every process calls it)."""
+        write_checkpoint(self.directory, trees, meta)
+        self.iteration = meta["iteration"]
+
+    def commit(self) -> None:
+        """The checkpoint `write` wrote becomes the current one."""
+        if self.writer:
+            commit_checkpoint(self.directory)

@@ -134,8 +134,7 @@ def train_main(args_type: type, presets: dict[str, Preset], make_trainer, descri
         try:
             result = trainer.run()
         except BaseException as err:
-            lifecycles = getattr(trainer, "lifecycles", None) or [trainer.lifecycle]
-            _stopped(err, args, where_it_stopped(lifecycles))
+            _stopped(err, args, where_it_stopped(trainer.folders))
     for policy_dir in result if isinstance(result, list) else [result]:  # a seed group: one folder per seed
         print(closing_lines(policy_dir))
     return result

@@ -2,8 +2,8 @@
 
 One iteration = rollout -> epochs x minibatches of updates -> observation-statistics update; how the
 rollout runs is the env backend's (`trainers._core.envs`: a `lax.scan` for Playground, a host loop for
-Gymnasium). Around it the run's lifecycle (`trainers._core.lifecycle`): evaluation, metrics.jsonl, atomic
-checkpoints and, at the end, the policy folder (config.json, model.safetensors, results.json).
+Gymnasium). `Trainer` is that iteration as a `Learner`; the run around it (evaluation, metrics.jsonl, atomic
+checkpoints and, at the end, the policy folder) is the one loop of `trainers._core.lifecycle.run_training`.
 
 Playground runs are data-parallel over every device of every process (`distributed.py`): envs and rollout
 sequences split over a 1-D mesh, parameters and optimizer state replicated; the global batch sizes of the
@@ -11,7 +11,6 @@ config are the same whatever the device count. Every process runs this loop; pro
 Gymnasium runs (host-side envs) stay on one device of one process.
 """
 
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -24,9 +23,10 @@ from .algorithm import AbstractAlgorithm
 from .config import TrainArgs
 from .envs import make_backend
 from .init_from import start_actor
-from .lifecycle import Learner, RunLifecycle
+from .lifecycle import Diverged, Learner, Run, run_training
 from .model import ActorCritic, Optimizers, ValueMLP, trainable_mask
 from .return_norm import ReturnNorm
+from .runfolder import RunFolder
 from .stats import EpisodeStats
 from .update import TrainState, make_update, pop_finite_flags
 
@@ -74,8 +74,8 @@ def initial_state(algorithm: AbstractAlgorithm, args: TrainArgs, spec, optimizer
     return TrainState(model, opt_state, train_key, zero, zero, return_norm), env_key
 
 
-class Trainer(Learner):
-    """Holds the env backend, the jitted functions and the state of one run.
+class Trainer(Run, Learner):
+    """Holds the env backend, the jitted functions and the state of one run (its only `runs`).
 
     `devices` (Playground only) restricts the mesh to these devices; default: all devices of all processes.
     The constructor sets process-wide JAX options first (`prepare_process`).
@@ -84,9 +84,9 @@ class Trainer(Learner):
     def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs, devices=None):
         prepare_process(args)
         self.algorithm, self.args = algorithm, args
-        self.lifecycle = RunLifecycle(algorithm.name, args, writer=distributed.is_main_process())
-        self.run_dir = self.lifecycle.run_dir
-        with self.lifecycle.released_on_error():
+        self.folder = RunFolder(algorithm.name, args, writer=distributed.is_main_process())
+        self.run_dir, self.folders, self.runs = self.folder.run_dir, [self.folder], [self]
+        with self.folder.released_on_error():
             self._build(devices)
 
     def _build(self, devices) -> None:
@@ -99,7 +99,7 @@ class Trainer(Learner):
         update = make_update(algorithm, args, self.optimizers, self.backend.mesh)
         self.state = self.backend.start(state, update, env_key)
 
-    # ------------------------------------------------------------------ what the lifecycle asks for
+    # ------------------------------------------------------------------ what the loop asks for
     @property
     def iteration(self) -> int:
         return int(self.state.iteration)
@@ -108,10 +108,10 @@ class Trainer(Learner):
     def env_steps(self) -> int:
         return int(self.state.env_steps)
 
-    def checkpoint_trees(self) -> dict:
+    def state_trees(self) -> dict:
         return {"state": self.state, "stats": self.stats.arrays(), "env": self.backend.checkpoint_tree()}
 
-    def load_checkpoint(self, trees: dict, meta: dict) -> None:
+    def load_state(self, trees: dict, meta: dict) -> None:
         self.state = self.backend.place(trees["state"])
         self.stats.load(trees["stats"])
         self.backend.restore(trees["env"])
@@ -128,21 +128,14 @@ class Trainer(Learner):
     # ------------------------------------------------------------------ training
     def run(self) -> Path:
         """Train to the end and write the policy folder; the run folder's lock is released however it ends."""
-        return self.lifecycle.run(self, self.backend.mesh)
+        return run_training(self, self.folders, self.backend.mesh)[0]
 
-    def train(self) -> None:
-        while self.iteration < self.args.num_iterations:
-            start = time.perf_counter()
-            metrics = self._collect_and_update()
-            seconds = time.perf_counter() - start
-            self.lifecycle.iteration_done(self, metrics, self.stats.summary(), seconds)
-
-    def _collect_and_update(self) -> dict:
-        """One iteration; its metrics as floats. Stops the run (`NonFiniteError`) if it went non-finite."""
+    def collect_and_update(self) -> list[tuple[dict, dict]]:
+        """One iteration; its metrics as floats. `Diverged` if it went non-finite."""
         self.state, metrics, (rewards, dones) = self.backend.iteration(self.state)
         metrics = {k: float(v) for k, v in metrics.items()}  # one device round trip per iteration
         metrics, bad = pop_finite_flags(metrics)
         if bad is not None:
-            raise self.lifecycle.non_finite(bad, self.iteration)
+            raise Diverged(bad)
         self.stats.update(np.asarray(rewards), np.asarray(dones), self.args.rollout.unrolls_per_iteration)
-        return metrics
+        return [(metrics, self.stats.summary())]

@@ -19,8 +19,20 @@ from .runlog import RUN_JSON, args_record, config_changes, experiment_sha256, fl
 
 LOCK_NAME = "run.lock"
 METRICS = "metrics.jsonl"
-WRITTEN = (LOCK_NAME, RUN_JSON, METRICS, "checkpoint", "checkpoint.tmp", "checkpoint.old", "policy",
-           "best_policy", "best_policy.pending", "diverged.json", "tensorboard", "wandb")  # fmt: skip
+WRITTEN = (
+    LOCK_NAME,
+    RUN_JSON,
+    METRICS,
+    "checkpoint",
+    "checkpoint.tmp",
+    "checkpoint.old",
+    "policy",
+    "best_policy",
+    "best_policy.pending",
+    "diverged.json",
+    "tensorboard",
+    "wandb",
+)
 """Everything a trainer writes inside its run folder: none of them may be a symbolic link (a link planted at a
 predictable path would make the trainer write to, truncate or delete what it points at)."""
 
@@ -167,7 +179,7 @@ def _check_resumable(run_dir: Path, algo: str, args) -> None:
     if record is not None:
         _check_same_experiment(run_dir, algo, args, record)
     if directory is None:
-        return  # nothing to continue from: the run starts again from iteration 1 (RunLifecycle.begin says so)
+        return  # nothing to continue from: the run starts again from iteration 1 (RunFolder.start says so)
     try:
         meta = read_meta(directory)
         verify_files(directory, meta)

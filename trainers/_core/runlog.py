@@ -19,8 +19,21 @@ from gsbpolicy._files import append_text, atomic_write_text, canonical_sha256, l
 from .init_from import provenance
 
 RUN_JSON = "run.json"
-PACKAGES = ("gsbpolicy", "jax", "jaxlib", "equinox", "optax", "numpy", "gymnasium", "mujoco", "mujoco-mjx",
-            "playground", "tyro", "stable-baselines3", "torch")  # fmt: skip
+PACKAGES = (
+    "gsbpolicy",
+    "jax",
+    "jaxlib",
+    "equinox",
+    "optax",
+    "numpy",
+    "gymnasium",
+    "mujoco",
+    "mujoco-mjx",
+    "playground",
+    "tyro",
+    "stable-baselines3",
+    "torch",
+)
 
 
 def read_jsonl(path: Path, error: type[Exception] = ValueError) -> list[dict]:
@@ -165,8 +178,13 @@ def write_run_json(run_dir: Path, algo: str, args, mesh=None, group: tuple[int, 
         entry = {**now, "changed": {name: {"old": old, "new": new} for name, (old, new) in changed.items()}}
         record["resumes"] = [*record.get("resumes", []), entry]
     else:
-        record = {"algo": algo, "module": module_name(type(args)), "args": args_record(args), **provenance(args),
-                  **now}  # fmt: skip
+        record = {
+            "algo": algo,
+            "module": module_name(type(args)),
+            "args": args_record(args),
+            **provenance(args),
+            **now,
+        }
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     return record
 
@@ -232,7 +250,7 @@ class RunLogger:
     """Appends one JSON object per line to metrics.jsonl; optional TensorBoard, Weights & Biases and
     progress bar.
 
-    Whether to log to wandb is read from run.json, which the lifecycle writes before making the logger:
+    Whether to log to wandb is read from run.json, which the run folder writes before making the logger:
     the wandb run takes its config from that record anyway, and a resume may switch `--log.wandb` on or off.
     `enabled=False` (processes other than 0 of a multi-process run) makes every method a no-op.
     """
@@ -242,6 +260,7 @@ class RunLogger:
     ):
         self.path = run_dir / "metrics.jsonl"
         self.enabled = enabled
+        self.num_records = 0  # records written (or kept by `truncate`): what a checkpoint says it follows
         self._digest = hashlib.sha256()  # of the lines written so far: what a checkpoint vouches for
         self._writer = None
         if tensorboard and enabled:
@@ -269,6 +288,7 @@ class RunLogger:
     def truncate(self, num_records: int) -> int:
         """Keep the first `num_records` lines (those the checkpoint being resumed had seen); returns how many
         lines were dropped."""
+        self.num_records = num_records
         if not self.enabled:
             return 0
         lines = self.path.read_bytes().splitlines(keepends=True) if self.path.exists() else []
@@ -280,6 +300,7 @@ class RunLogger:
         return len(lines) - min(num_records, len(lines))
 
     def write(self, record: dict) -> None:
+        self.num_records += 1
         if not self.enabled:
             return
         line = json.dumps(record) + "\n"

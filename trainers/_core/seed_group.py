@@ -6,8 +6,9 @@ state and the env state, so it is traced and compiled once and runs as one progr
 idle; `map` (`lax.map`) runs them one after another inside the program, which is what a CPU does anyway, and
 keeps each seed bit-identical to the seed run alone. "auto" picks vmap on accelerators and map on CPUs.
 Each seed keeps the ordinary run folder of a single-seed run (run.json, metrics.jsonl, checkpoints,
-`--resume`, the policy folder), written by its own `RunLifecycle`, so nothing downstream can tell the
-difference except `seed_group` in run.json and the shared timings.
+`--resume`, the policy folder), its own `RunFolder`: the group is one `Learner` whose `runs` are the seeds,
+trained by the same loop as a single run (`trainers._core.lifecycle.run_training`), so nothing downstream can
+tell the difference except `seed_group` in run.json and the shared timings.
 
 What each seed computes is its single-seed run: the same initial state, keys and env resets, and the same
 iteration function. Evaluations run per seed with the single-seed evaluator. `tests/test_seed_group.py`
@@ -20,7 +21,6 @@ the lagging seeds forward to the pending checkpoint every seed has (`align_check
 """
 
 import dataclasses
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -33,8 +33,9 @@ from .algorithm import AbstractAlgorithm
 from .checkpoint import CheckpointError, commit_checkpoint, find_checkpoint, pending_iteration, read_meta
 from .config import TrainArgs, for_seed
 from .envs.playground_backend import PlaygroundBackend, PlaygroundEvaluator
-from .lifecycle import Learner, RunLifecycle
+from .lifecycle import Diverged, Learner, Run, run_training
 from .loop import initial_state, make_optimizers, policy_spec, prepare_process
+from .runfolder import RunFolder
 from .stats import EpisodeStats
 from .update import make_update, pop_finite_flags
 
@@ -124,8 +125,8 @@ class GroupBackend(PlaygroundBackend):
         raise TypeError("evaluate one seed's actor with `SeedGroup` (the group's actors are stacked)")
 
 
-class Member(Learner):
-    """Seed `index` of a `SeedGroup`, as its own run's lifecycle sees it (the group does the training)."""
+class Member(Run):
+    """Seed `index` of a `SeedGroup`, one of its `runs` (the group does the training)."""
 
     def __init__(self, group: "SeedGroup", index: int):
         self.group, self.index = group, index
@@ -138,15 +139,12 @@ class Member(Learner):
     def env_steps(self) -> int:
         return int(self.group.state.env_steps[self.index])
 
-    def train(self) -> None:
-        raise TypeError("a seed of a group is trained by its SeedGroup")
-
-    def checkpoint_trees(self) -> dict:
+    def state_trees(self) -> dict:
         group, i = self.group, self.index
-        return {"state": unstack(group.state, i), "stats": group.stats[i].arrays(),
-                "env": unstack(group.backend.checkpoint_tree(), i)}  # fmt: skip
+        envs = unstack(group.backend.checkpoint_tree(), i)
+        return {"state": unstack(group.state, i), "stats": group.stats[i].arrays(), "env": envs}
 
-    def load_checkpoint(self, trees: dict, meta: dict) -> None:
+    def load_state(self, trees: dict, meta: dict) -> None:
         self.group.replace(self.index, trees)
 
     def evaluate(self, deterministic: bool, seed: int, episodes: int | None = None):
@@ -157,11 +155,8 @@ class Member(Learner):
     def save_actor(self, policy_dir: Path) -> None:
         self.group.algorithm.save_actor(unstack(self.group.state.model.actor, self.index), policy_dir)
 
-    def close(self) -> None:
-        """The group closes the envs once."""
 
-
-class SeedGroup:
+class SeedGroup(Learner):
     """`args.seeds` trained side by side on one device; `run()` returns their policy folders."""
 
     def __init__(self, algorithm: AbstractAlgorithm, args: TrainArgs):
@@ -169,7 +164,7 @@ class SeedGroup:
         self.algorithm, self.args = algorithm, args
         self.seed_args = [for_seed(args, seed) for seed in args.seeds]
         # One progress bar for the group (the first seed's); every seed logs its own metrics.
-        self.lifecycles = []
+        self.folders = []
         try:
             for i, one in enumerate(self.seed_args):
                 quiet = (
@@ -177,7 +172,7 @@ class SeedGroup:
                     if i == 0
                     else dataclasses.replace(one, log=dataclasses.replace(one.log, progress=False))
                 )
-                self.lifecycles.append(RunLifecycle(algorithm.name, quiet))
+                self.folders.append(RunFolder(algorithm.name, quiet))
             self._build()
         except BaseException:
             self.release()
@@ -194,15 +189,15 @@ class SeedGroup:
         update = make_update(algorithm, first, optimizers, self.backend.mesh)
         self.state = self.backend.start(stack(states), update, jnp.stack(env_keys))
         self.evaluator = self.backend.evaluator
-        self.members = [Member(self, i) for i in range(len(self.seed_args))]
+        self.runs = [Member(self, i) for i in range(len(self.seed_args))]
 
     @property
     def run_dirs(self) -> list[Path]:
-        return [lifecycle.run_dir for lifecycle in self.lifecycles]
+        return [folder.run_dir for folder in self.folders]
 
     def release(self) -> None:
-        for lifecycle in self.lifecycles:
-            lifecycle.release()
+        for folder in self.folders:
+            folder.release()
 
     def replace(self, index: int, trees: dict) -> None:
         """Seed `index` continues from loaded checkpoint trees."""
@@ -215,54 +210,30 @@ class SeedGroup:
         self.backend.restore(stack([trees["env"] if i == index else unstack(envs, i) for i in seeds]))
 
     def run(self) -> list[Path]:
-        """Resume if asked, train every seed to the end and write each seed's policy folder."""
+        """Resume if asked (the seeds' checkpoints aligned first), train every seed to the end and write each
+        seed's policy folder; the folders' locks are released however it ends."""
         try:
             if self.args.resume:
                 align_checkpoints(self.run_dirs)
-            for lifecycle, member in zip(self.lifecycles, self.members, strict=True):
-                lifecycle.begin(member, self.backend.mesh, group=self.args.seeds)
-            if len({member.iteration for member in self.members}) > 1:
-                raise CheckpointError(
-                    "the seeds of the group resumed at different iterations"
-                )  # aligned above
-            try:
-                self.train()
-            finally:
-                for lifecycle in self.lifecycles:
-                    lifecycle.logger.close()
-            folders = [lc.finish(member) for lc, member in zip(self.lifecycles, self.members, strict=True)]
-            self.backend.close()
-            return folders
-        finally:
+        except BaseException:
             self.release()
+            raise
+        return run_training(self, self.folders, self.backend.mesh, group=self.args.seeds)
 
-    def train(self) -> None:
-        lead = self.lifecycles[0]
-        while self.members[0].iteration < self.args.num_iterations:
-            start = time.perf_counter()
-            self.state, metrics, (rewards, dones) = self.backend.iteration(self.state)
-            metrics = jax.tree.map(np.asarray, metrics)  # one device round trip per iteration
-            rewards, dones = np.asarray(rewards), np.asarray(dones)
-            seconds = time.perf_counter() - start
-            iteration = self.members[0].iteration
-            per_seed = []
-            for i, lifecycle in enumerate(self.lifecycles):
-                values, bad = pop_finite_flags({k: float(v[i]) for k, v in metrics.items()})
-                if bad is not None:
-                    seed = self.seed_args[i].seed
-                    raise lifecycle.non_finite(f"{bad} (seed {seed}; the group stops)", iteration)
-                self.stats[i].update(rewards[i], dones[i], self.args.rollout.unrolls_per_iteration)
-                per_seed.append(values)
-            for lifecycle, member, values, stats in zip(
-                self.lifecycles, self.members, per_seed, self.stats, strict=True
-            ):
-                lifecycle.record_iteration(member, values, stats.summary(), seconds)
-            if lead.checkpoint_due(iteration):
-                # Every seed's new checkpoint is complete on disk before any becomes current.
-                for lifecycle, member in zip(self.lifecycles, self.members, strict=True):
-                    lifecycle.write_checkpoint(member)
-                for lifecycle in self.lifecycles:
-                    lifecycle.commit_checkpoint()
-            for lifecycle in self.lifecycles:
-                lifecycle.iteration = iteration
-            lead.logger.progress(self.members[0].env_steps, self.args.rollout.steps_per_iteration / seconds)
+    def collect_and_update(self) -> list[tuple[dict, dict]]:
+        """One iteration of every seed: per seed, its metrics and episode summary. The first seed that went
+        non-finite stops the group (`Diverged`, recorded in that seed's folder)."""
+        self.state, metrics, (rewards, dones) = self.backend.iteration(self.state)
+        metrics = jax.tree.map(np.asarray, metrics)  # one device round trip per iteration
+        rewards, dones = np.asarray(rewards), np.asarray(dones)
+        per_seed = []
+        for i, stats in enumerate(self.stats):
+            values, bad = pop_finite_flags({k: float(v[i]) for k, v in metrics.items()})
+            if bad is not None:
+                raise Diverged(f"{bad} (seed {self.seed_args[i].seed}; the group stops)", run=i)
+            stats.update(rewards[i], dones[i], self.args.rollout.unrolls_per_iteration)
+            per_seed.append(values)
+        return [(values, stats.summary()) for values, stats in zip(per_seed, self.stats, strict=True)]
+
+    def close(self) -> None:
+        self.backend.close()

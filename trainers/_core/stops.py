@@ -38,10 +38,10 @@ def _raise_terminated(signum, frame):
     raise Terminated
 
 
-def where_it_stopped(lifecycles) -> str:
+def where_it_stopped(folders) -> str:
     """ "at iteration k of n; the checkpoint of iteration j is kept in DIR: continue with ... --resume" for the run
-    (or the seed group) these lifecycles write."""
-    lead = lifecycles[0]
+    (or the seed group) that writes these run folders (`trainers._core.runfolder.RunFolder`)."""
+    lead = folders[0]
     done, total = lead.iteration, lead.args.num_iterations
     when = (
         f"after its last iteration ({total} of {total}), while writing its policy folder"
@@ -49,12 +49,12 @@ def where_it_stopped(lifecycles) -> str:
         else f"at iteration {done + 1} of {total}"
     )
     kept = (
-        f"the checkpoint of iteration {lead.checkpointed} is kept in {lead.run_dir / 'checkpoint'}"
-        if lead.checkpointed is not None
+        f"the checkpoint of iteration {lead.checkpoints.iteration} is kept in {lead.run_dir / 'checkpoint'}"
+        if lead.checkpoints.iteration is not None
         else f"no checkpoint had been written in {lead.run_dir}"
     )
-    folders = "" if len(lifecycles) == 1 else f" (and in the other {len(lifecycles) - 1} seeds' folders)"
-    return f"{when}; {kept}{folders}: continue with the same command and --resume"
+    others = "" if len(folders) == 1 else f" (and in the other {len(folders) - 1} seeds' folders)"
+    return f"{when}; {kept}{others}: continue with the same command and --resume"
 
 
 def stop_signal(err: BaseException) -> tuple[str, int] | None:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .._core.lifecycle import DIVERGED_FILE
+from .._core.runfolder import DIVERGED_FILE
 from .cost import cost_so_far, fold_interrupted_attempt, hardware
 from .plan import Job, Run, ledger_command
 from .suites import Suite

@@ -21,23 +21,17 @@ TORCH_ACTIVATIONS = {"tanh": torch.nn.Tanh, "elu": torch.nn.ELU, "silu": torch.n
 ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
 
 
-class HookedPPO(PPO):
-    """SB3 PPO that calls `after_update()` after every update and keeps per-group learning rates."""
-
-    after_update = None
-
-    def train(self) -> None:
-        super().train()
-        self.after_update()
+class GroupRatesPPO(PPO):
+    """SB3 PPO that keeps per-group learning rates (trainers.ppo drives its `learn()` loop one turn at a time)."""
 
     def _update_learning_rate(self, optimizers) -> None:
         """The actor and critic parameter groups keep their own constant rates (SB3 would set one for both)."""
 
 
-def make_ppo(args, env) -> HookedPPO:
+def make_ppo(args, env) -> GroupRatesPPO:
     """SB3 PPO for trainers.ppo's `Args` on `env`, with separate actor and critic learning rates."""
     rollout, optim, a = args.rollout, args.optim, args.algo
-    model = HookedPPO(
+    model = GroupRatesPPO(
         "MlpPolicy",
         env,
         learning_rate=optim.actor_lr,
@@ -81,9 +75,18 @@ def to_gaussian_actor(
     """The SB3 policy (`width` x `depth` actor) and VecNormalize statistics as a `GaussianActor` with the
     same outputs."""
     space = model.action_space
-    spec = GaussianSpec(obs_dim=model.observation_space.shape[0], act_dim=space.shape[0],
-                        action_low=tuple(space.low.tolist()), action_high=tuple(space.high.tolist()),
-                        width=width, depth=depth, activation=activation, std="param", squash="clip", env_id=env_id)  # fmt: skip
+    spec = GaussianSpec(
+        obs_dim=model.observation_space.shape[0],
+        act_dim=space.shape[0],
+        action_low=tuple(space.low.tolist()),
+        action_high=tuple(space.high.tolist()),
+        width=width,
+        depth=depth,
+        activation=activation,
+        std="param",
+        squash="clip",
+        env_id=env_id,
+    )
     state = {k: jnp.asarray(v.detach().numpy()) for k, v in model.policy.state_dict().items()}
     names = [f"mlp_extractor.policy_net.{2 * i}" for i in range(spec.depth)] + ["action_net"]
     norm = RunningNorm(*(jnp.asarray(x, jnp.float32) for x in (obs_rms.mean, obs_rms.var, obs_rms.count)))

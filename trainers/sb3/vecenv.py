@@ -117,8 +117,9 @@ def make_sb3_env(args: TrainArgs, normalize_reward: bool = False) -> tuple[VecEn
     else:
         env = PlaygroundEnv.make(args.env, rollout.num_envs, rollout.episode_length, rollout.action_repeat)
         venv = VecMonitor(PlaygroundVecEnv(env))
-    normalizer = VecNormalize(venv, norm_obs=True, norm_reward=normalize_reward, clip_obs=10.0, epsilon=1e-8,
-                              gamma=rollout.gamma)  # fmt: skip
+    normalizer = VecNormalize(
+        venv, norm_obs=True, norm_reward=normalize_reward, clip_obs=10.0, epsilon=1e-8, gamma=rollout.gamma
+    )
     if rollout.reward_scaling == 1.0:
         return normalizer, normalizer
     return ScaleReward(normalizer, rollout.reward_scaling), normalizer
