@@ -100,6 +100,16 @@ def pragma_problems(text: str) -> tuple[list[int], list[int]]:
     return pragmas, misplaced
 
 
+def test_no_benchmark_module_is_longer_than_300_lines():
+    # The runner and the suites grew into files doing several jobs each; 300 lines keeps one job per module.
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted((ROOT / "trainers" / "benchmark").rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > 300
+    }
+    assert not long, f"split these by job: {long}"
+
+
 def test_fmt_skip_is_rare_and_only_on_tables_of_data():
     counts, misplaced = {}, []
     for path in _code_outside_tests():

@@ -116,5 +116,9 @@ def compare(x, y) -> dict:
     verdict = inconclusive
     if min(len(x), len(y)) >= MIN_SEEDS_FOR_VERDICT:
         verdict = "better" if low > 0.5 else "worse" if high < 0.5 else inconclusive
-    return {"p_improvement": _round(point), "ci": [_round(low), _round(high)], "verdict": verdict,
-            "rank_p": _round(rank_test_p(x, y))}  # fmt: skip
+    return {
+        "p_improvement": _round(point),
+        "ci": [_round(low), _round(high)],
+        "verdict": verdict,
+        "rank_p": _round(rank_test_p(x, y)),
+    }
