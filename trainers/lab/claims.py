@@ -758,27 +758,28 @@ CLAIMS = (
     ),
 )
 
-PAGES_64 = ("c3d812613f1ae988b746f2e252eaacddff79753b", "2026-12-03T18:46:21+00:00")
-"""Where the runtime, clip-fraction and toy rules last changed: issue 64 (hardware named, "not tested on comparable
-hardware", both clip counts), on top of issue 62's fingerprints that cover the code selecting each rule's data and
-verdicts that carry their size."""
-SUITES_67 = ("69697eaeff8e303a0bc1074ec6ebaba29081f756", "2026-12-03T18:48:51+00:00")
-"""Where the rules that read the suites' definitions last changed: issue 67 added the gym-continuous suite."""
+LAB_66 = ("31fbf233050dcb89799c90aa8401c560034b805a", "2026-12-03T20:57:48+00:00")
+"""Where the rules last changed: issue 66 moved the claims into the lab (`trainers/lab/`) and split the suites'
+definitions and the summary into modules by job (the fingerprints follow the code to its new files; the runtime
+rules' docstrings name the lab's timing script)."""
+TOY_66 = ("135f4fdfb2197eb5bfbf59eb4b7180b4394cff7c", "2026-12-03T20:58:13+00:00")
+"""Where the toy's rule last changed: issue 66 made the toy a package (`trainers.lab.toy`), whose settings and
+summary modules select its data."""
 RULES_SET_AT: dict[str, tuple[str, str]] = {
-    "clear_gains": SUITES_67,
-    "competitive": SUITES_67,
-    "strong": SUITES_67,
-    "genpo_highest": SUITES_67,
-    "path_kl_matters": SUITES_67,
-    "reference_mixing_helps": SUITES_67,
-    "ode_beats_sde": SUITES_67,
-    "clipping_matters": SUITES_67,
-    "steps_similar": SUITES_67,
-    "clip_fraction_about_0_2": SUITES_67,
-    "time_close_to_ppo_fpo_dppo": PAGES_64,
-    "time_lower_than_dppo": PAGES_64,
-    "memory_comparable": PAGES_64,
-    "toy_l1_about_0_1": PAGES_64,
+    "clear_gains": LAB_66,
+    "competitive": LAB_66,
+    "strong": LAB_66,
+    "genpo_highest": LAB_66,
+    "path_kl_matters": LAB_66,
+    "reference_mixing_helps": LAB_66,
+    "ode_beats_sde": LAB_66,
+    "clipping_matters": LAB_66,
+    "steps_similar": LAB_66,
+    "clip_fraction_about_0_2": LAB_66,
+    "time_close_to_ppo_fpo_dppo": LAB_66,
+    "time_lower_than_dppo": LAB_66,
+    "memory_comparable": LAB_66,
+    "toy_l1_about_0_1": TOY_66,
 }
 """Rule (function name) -> (the commit at which its code took its present form, that commit's author date,
 which a rebase keeps). A test checks each against the git history: the rule's code (`rule_fingerprint`) is
