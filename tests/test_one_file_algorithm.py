@@ -132,4 +132,4 @@ def test_its_run_publishes_a_card_that_names_its_own_command(finished, tmp_path)
     shutil.copytree(finished, run, ignore=shutil.ignore_patterns("run.lock"))
     assert publish.main([str(run), "--repo-id", "org/path-reinforce", "--dry-run", "--no-video"]) == 0
     card = (run / "hub" / "README.md").read_text()
-    assert f"python -m {__name__} --preset cpu" in card and "path_reinforce" in card
+    assert f"python -m {__name__} --preset cpu" in card and REGISTRY_LINE.label in card
