@@ -749,6 +749,20 @@ def test_a_generated_block_is_replaced_and_a_text_without_it_left_as_it_is():
     assert aggregate.with_block("no block here\n", "headline", "new\n") == "no block here\n"
 
 
+def test_the_headline_gives_the_budgets_of_the_tasks_that_ran_not_of_the_whole_suite():
+    def suite(tasks):
+        columns = {"gsb_mdpo": {"iqm": 0.9, "ci": [0.8, 1.0]}}
+        budgets = {"A": 50_000, "B": 1_000_000, "C": 5_000_000}
+        return {
+            "suite": "s",
+            "aggregate_iqm": {"tasks": tasks, "columns": columns},
+            "budget_by_task": budgets,
+        }
+
+    assert "| 2 tasks, 50,000 to 1,000,000 env steps |" in aggregate.headline({"s": suite(["A", "B"])})
+    assert "| 1 task, 5,000,000 env steps |" in aggregate.headline({"s": suite(["C"])})
+
+
 def test_check_flags_missing_summaries_and_pages(tiny_suite, tmp_path, monkeypatch):
     monkeypatch.setattr(stats, "BOOTSTRAP_REPS", 50)  # this test is about files; regenerations follow
     records = _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0])
