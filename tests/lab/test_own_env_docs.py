@@ -1,4 +1,4 @@
-"""The own-env page's table of the default search is its committed log's, generated."""
+"""The own-env page's tables of the default search and its follow-up are its committed log's, generated."""
 
 from trainers.lab import default_search
 
@@ -7,6 +7,8 @@ def test_the_search_table_on_the_page_is_generated_from_the_log():
     page = default_search.PAGE.read_text()
     assert default_search.with_table(page, default_search.table()) == page
     assert "**the default**" in default_search.table()
+    follow_up = default_search.FOLLOW_UP_BLOCK
+    assert default_search.with_table(page, default_search.follow_up_table(), follow_up) == page
 
 
 def test_every_setting_of_the_cpu_preset_that_is_not_the_papers_is_labelled_where_it_is_presented():

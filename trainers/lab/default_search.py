@@ -9,7 +9,12 @@
 of the old `cpu` preset, or plain Stable-Baselines3 for the `sb3direct` rows), the env, budget and seed, and the
 mean return of 50 deterministic episodes (reset seeds 10000-10049, the same for every row). Each cell of the
 table is the mean over seeds 0-2 (the count is given where more ran, the seeds where others ran). Lines that
-`--run` writes name the `commit` they ran at, and their `over` is relative to that commit's `cpu` preset.
+`--run` writes name the `commit` they ran at, and their `over` is relative to that commit's `cpu` preset; they
+also hold `sto50`, the mean return of the same 50 episodes with sampled (SDE) actions.
+
+A second table, `FOLLOW_UP_BLOCK`, holds the settings tried where the gym-continuous suite found the default
+short of SB3 PPO's defaults (Reacher-v5 at 1M env steps), on fresh seeds (10-12), with both returns: how far the
+sampled return lies below the deterministic one shows how wide the trained sampler still is.
 """
 
 import argparse
@@ -71,6 +76,39 @@ COLUMNS = (("Reach47-v0", 8192, "Reach 8k"), ("Reach47-v0", 30000, "Reach 30k"),
            ("InvertedDoublePendulum-v5", 200000, "InvertedDoublePendulum 200k"))  # fmt: skip
 
 
+# Settings tried where a gym-continuous task fell short, each a row of its own table (fresh seeds 10-12). The rule,
+# fixed before these runs: a setting closes Reacher-v5's gap when its mean deterministic return is at least
+# -4.42, 95% of the gap from doing nothing (-12.16) to SB3 PPO's defaults (-4.01) on the suite's page, i.e. the
+# "not worse" bar of `trainers.benchmark.targets`, and at least the default's own row here.
+FOLLOW_UP_BLOCK = "gym-continuous-follow-up"
+FOLLOW_UP = (("Reacher-v5", 1_000_000, "Reacher 1M"),)
+FOLLOW_UP_ROWS = {
+    "V0_default": "the default",
+    "V1_sigma3_03": "the default, sigma 3 -> 0.3 (`--policy.sigma-min 0.3`)",
+    "V2_sigma1_05": "the default, sigma 1 -> 0.5 (`--policy.sigma-max 1 --policy.sigma-min 0.5`)",
+}
+
+
+def follow_up_table(log: Path = LOG) -> str:
+    """The follow-up's Markdown table: a row per setting, the deterministic and sampled returns per task."""
+    runs = {}
+    for line in log.read_text().splitlines():
+        r = json.loads(line)
+        if r["tag"] in FOLLOW_UP_ROWS:
+            runs.setdefault((r["tag"], r["env"], r["steps"]), []).append(r)
+    head = "| setting | " + " | ".join(f"{c[2]}, deterministic | {c[2]}, sampled" for c in FOLLOW_UP) + " |"
+    lines = [head, "|---" * (2 * len(FOLLOW_UP) + 1) + "|"]
+    for tag, words in FOLLOW_UP_ROWS.items():
+        cells = []
+        for env, steps, _ in FOLLOW_UP:
+            done = runs.get((tag, env, steps), [])
+            seeds = f" (seeds {', '.join(str(r['seed']) for r in done)})" if done else ""
+            for key in ("det50", "sto50"):
+                cells.append(f"{sum(r[key] for r in done) / len(done):.2f}{seeds}" if done else "-")
+        lines.append(f"| {words} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table(log: Path = LOG) -> str:
     """The Markdown table: a row per setting, a column per env and budget."""
     runs = {}
@@ -115,6 +153,7 @@ def run(tag: str, env: str, steps: int, seeds: list[int], over: dict, log: Path 
         with tempfile.TemporaryDirectory() as run_dir:
             policy = gsb_mdpo.train(env_id, total_steps=steps, seed=seed, output_dir=run_dir, **over)
             result = evaluate(policy, env_id, n_episodes=EVAL_EPISODES, deterministic=True, seed=EVAL_SEED)
+            sampled = evaluate(policy, env_id, n_episodes=EVAL_EPISODES, deterministic=False, seed=EVAL_SEED)
         line = {
             "algo": "gsb_mdpo",
             "commit": commit,
@@ -125,6 +164,7 @@ def run(tag: str, env: str, steps: int, seeds: list[int], over: dict, log: Path 
             "preset": "cpu",
             "seed": seed,
             "steps": steps,
+            "sto50": sampled.mean,
             "tag": tag,
             "wall_s": round(time.perf_counter() - start, 1),
         }
@@ -133,8 +173,8 @@ def run(tag: str, env: str, steps: int, seeds: list[int], over: dict, log: Path 
         print(f"{tag} {env} {steps} seed {seed}: {result.mean:.1f}", flush=True)
 
 
-def with_table(page: str, content: str) -> str:
-    start, end = f"<!-- {BLOCK}:start -->", f"<!-- {BLOCK}:end -->"
+def with_table(page: str, content: str, block: str = BLOCK) -> str:
+    start, end = f"<!-- {block}:start -->", f"<!-- {block}:end -->"
     head, rest = page.split(start)
     return f"{head}{start}\n{content}\n{end}{rest.split(end)[1]}"
 
@@ -158,7 +198,7 @@ def main(argv=None) -> None:
         run(args.run, args.env, args.steps, args.seeds, args.over)
         return
     page = PAGE.read_text()
-    new = with_table(page, table())
+    new = with_table(with_table(page, table()), follow_up_table(), FOLLOW_UP_BLOCK)
     if args.check:
         if new != page:
             sys.exit(f"{PAGE} is not its log's table: run python -m trainers.lab.default_search")
