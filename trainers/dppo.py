@@ -45,6 +45,7 @@ from gsbpolicy._internal import sample_noise
 
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_entry_points
+from ._core.clipped_ratio import clipped_surrogate, ratio_metrics
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 
@@ -167,13 +168,9 @@ class Dppo(AbstractAlgorithm):
         ratio = jnp.exp(log_ratio)  # [B, N]
         discount = a.denoise_gamma ** jnp.arange(spec.num_steps - 1, -1, -1, dtype=ratio.dtype)
         step_adv = advantages[:, None] * discount[None, :]
-        surrogate = jnp.minimum(ratio * step_adv, jnp.clip(ratio, 1 - a.clip, 1 + a.clip) * step_adv)
-        loss = -jnp.mean(surrogate)
+        loss = -jnp.mean(clipped_surrogate(ratio, step_adv, a.clip))
         metrics = {
-            "ratio_mean": jnp.mean(ratio),
-            "ratio_max": jnp.max(ratio),
-            "clip_frac": jnp.mean(jnp.abs(ratio - 1) > a.clip),
-            "approx_kl_k3": jnp.mean(jnp.expm1(log_ratio) - log_ratio),
+            **ratio_metrics(ratio, log_ratio, a.clip),
             "step_log_prob": jnp.mean(self.step_log_probs(new, spec.act_dim)),
             "adv_mean": jnp.mean(advantages),
         }

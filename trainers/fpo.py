@@ -34,6 +34,7 @@ from gsbpolicy._internal import sample_noise
 
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_entry_points
+from ._core.clipped_ratio import clipped_surrogate, ratio_metrics
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 
@@ -124,14 +125,10 @@ class Fpo(AbstractAlgorithm):
         ratio = jnp.exp(log_ratio)
         if a.positive_advantages_only:
             advantages = jnp.maximum(advantages, 0.0)
-        surrogate = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1 - a.clip, 1 + a.clip) * advantages)
-        loss = -jnp.mean(surrogate)
+        loss = -jnp.mean(clipped_surrogate(ratio, advantages, a.clip))
         metrics = {
             "cfm_loss": jnp.mean(new),
-            "ratio_mean": jnp.mean(ratio),
-            "ratio_max": jnp.max(ratio),
-            "clip_frac": jnp.mean(jnp.abs(ratio - 1) > a.clip),
-            "approx_kl_k3": jnp.mean(jnp.expm1(log_ratio) - log_ratio),
+            **ratio_metrics(ratio, log_ratio, a.clip),
             "adv_mean": jnp.mean(advantages),
         }
         return loss, metrics

@@ -47,6 +47,7 @@ from gsbpolicy._internal import sample_noise
 
 from . import fpo
 from ._core.api import loop_entry_points
+from ._core.clipped_ratio import clipped_surrogate, ratio_metrics
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, require
 from .fpo import CfmExtras
 from .presets import gym, specialise
@@ -129,7 +130,7 @@ def clamp_straight_through(x, high: float):
 
 def trust_region_objective(ratio, advantages, clip: float, mode: str):
     """psi(rho, A) per sample: PPO's clipped surrogate (eq. 1), SPO's penalised one (eq. 11) or ASPO (eq. 12)."""
-    ppo = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1.0 - clip, 1.0 + clip) * advantages)
+    ppo = clipped_surrogate(ratio, advantages, clip)
     spo = ratio * advantages - jnp.abs(advantages) / (2.0 * clip) * (ratio - 1.0) ** 2
     if mode == "ppo":
         return ppo
@@ -182,10 +183,7 @@ class FpoPlusPlus(fpo.Fpo):
         loss = -jnp.mean(trust_region_objective(ratio, advantages[:, None], a.clip, a.trust_region))
         metrics = {
             "cfm_loss": jnp.mean(new),
-            "ratio_mean": jnp.mean(ratio),
-            "ratio_max": jnp.max(ratio),
-            "clip_frac": jnp.mean(jnp.abs(ratio - 1) > a.clip),
-            "approx_kl_k3": jnp.mean(jnp.expm1(log_ratio) - log_ratio),
+            **ratio_metrics(ratio, log_ratio, a.clip),
             "adv_mean": jnp.mean(advantages),
         }
         return loss, metrics

@@ -21,6 +21,7 @@ from gsbpolicy._internal import GaussianSpec
 
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_entry_points
+from ._core.clipped_ratio import clipped_surrogate, ratio_metrics
 from ._core.config import CriticArgs, OptimArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 
@@ -101,15 +102,12 @@ class GaussianPpo(AbstractAlgorithm):
         eps = self.args.clip
         log_ratio = jax.vmap(actor.log_prob)(obs, extras.sample) - extras.log_prob
         ratio = jnp.exp(log_ratio)
-        surrogate = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1 - eps, 1 + eps) * advantages)
+        surrogate = clipped_surrogate(ratio, advantages, eps)
         entropy = jnp.mean(jax.vmap(actor.entropy)(obs, jax.random.split(key, obs.shape[0])))
         loss = -jnp.mean(surrogate) - self.args.entropy_coef * entropy
         std = jax.vmap(lambda o: actor.distribution(o)[1])(obs)
         metrics = {
-            "clip_frac": jnp.mean(jnp.abs(ratio - 1) > eps),
-            "approx_kl": jnp.mean(jnp.expm1(log_ratio) - log_ratio),  # k3 estimate of KL(old || new)
-            "ratio_mean": jnp.mean(ratio),
-            "ratio_max": jnp.max(ratio),
+            **ratio_metrics(ratio, log_ratio, eps),
             "entropy": entropy,
             "std_mean": jnp.mean(std),
             "adv_mean": jnp.mean(advantages),

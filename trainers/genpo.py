@@ -22,6 +22,7 @@ from gsbpolicy._internal import make_genpo, prior_log_prob
 
 from ._core.algorithm import AbstractAlgorithm
 from ._core.api import loop_entry_points
+from ._core.clipped_ratio import clipped_surrogate, ratio_metrics
 from ._core.config import CriticArgs, OptimArgs, PolicyArgs, RolloutArgs, TrainArgs, require
 from .presets import gym, playground, specialise, with_fields
 
@@ -79,8 +80,7 @@ class GenPO(AbstractAlgorithm):
         log_prob = jax.vmap(actor.log_prob)(obs, extras.x1)
         log_ratio = log_prob - extras.log_prob
         ratio = jnp.exp(log_ratio)
-        clipped = jnp.clip(ratio, 1.0 - a.clip, 1.0 + a.clip)
-        policy_loss = -jnp.mean(jnp.minimum(ratio * advantages, clipped * advantages))
+        policy_loss = -jnp.mean(clipped_surrogate(ratio, advantages, a.clip))
         # Entropy term as FlowRL writes it: mean log pi_theta on the stored (old-policy) samples. Because
         # log|det| is constant, the entropy of pi_theta is the constant d (1 + log 2 pi) + 2 d N log p and its
         # gradient is exactly zero; E_old[log pi_theta] = -H(pi_old) - KL(pi_old || pi_theta), so minimising the
@@ -96,10 +96,7 @@ class GenPO(AbstractAlgorithm):
         loss = policy_loss + entropy_loss + a.compress_coef * gap
         metrics = {
             "policy_loss": policy_loss,
-            "clip_frac": jnp.mean(jnp.abs(ratio - 1.0) > a.clip),
-            "ratio_mean": jnp.mean(ratio),
-            "ratio_max": jnp.max(ratio),
-            "approx_kl": jnp.mean(jnp.expm1(log_ratio) - log_ratio),  # k3 estimate of KL(old || new)
+            **ratio_metrics(ratio, log_ratio, a.clip),
             "log_prob_mean": jnp.mean(log_prob),
             "compress_gap": gap,
             "stored_gap": jnp.mean(jnp.linalg.norm(extras.x1[:, :d] - extras.x1[:, d:], axis=-1)),

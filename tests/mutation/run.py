@@ -77,6 +77,7 @@ MODULES = {
         ],
     ),
     "update": ("trainers/_core/update.py", ["tests/test_pins_update.py", "tests/test_gae.py"]),
+    "clipped_ratio": ("trainers/_core/clipped_ratio.py", [*LOSS_PINS, "tests/test_pins_baselines.py"]),
     "gsb_mdpo": ("trainers/gsb_mdpo.py", ["tests/test_gsb_mdpo.py", *LOSS_PINS]),
     **{
         name: (f"trainers/{name}.py", [f"tests/test_{name}.py", *LOSS_PINS, "tests/test_pins_baselines.py"])
