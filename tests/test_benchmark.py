@@ -763,6 +763,18 @@ def test_the_headline_gives_the_budgets_of_the_tasks_that_ran_not_of_the_whole_s
     assert "| 1 task, 5,000,000 env steps |" in aggregate.headline({"s": suite(["C"])})
 
 
+def test_the_cost_table_gives_a_suite_with_budgets_by_task_their_range_not_the_default():
+    def row(suite):
+        rows = [{"suite": suite, "planned": 1, "runs": 0, "hours": 0.0, "hardware": []}]
+        return report.TEMPLATES.get_template("cost.md.jinja").render(rows=rows)
+
+    by_task = SUITES["gym-continuous"]
+    assert "50,000 to 5,000,000 env steps by task" in row(by_task)
+    one = dataclasses.replace(by_task, task_steps=(("Pendulum-v1", 1_000_000),))
+    assert "1,000,000 env steps each" in row(dataclasses.replace(one, total_steps=1_000_000))
+    assert "100,000 to 1,000,000 env steps by task" in row(dataclasses.replace(one, total_steps=100_000))
+
+
 def test_check_flags_missing_summaries_and_pages(tiny_suite, tmp_path, monkeypatch):
     monkeypatch.setattr(stats, "BOOTSTRAP_REPS", 50)  # this test is about files; regenerations follow
     records = _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0])
