@@ -333,7 +333,7 @@ def test_a_registered_claim_gets_a_confirmatory_row_first_and_every_other_row_is
     assert (row.label, row.source, row.verdict) == ("confirmatory", "confirm-clip", claims.AGREES)
     assert "1000 vs 3002" not in row.detail and "1002.0 vs 3002.0" in row.detail
     assert "ahead in 0 of 25 seed pairs" in row.detail and "1/40 of the paper's" in row.evidence
-    assert row.brief.startswith("ahead in 0 of 25 seed pairs")
+    assert row.brief.startswith("on HalfCheetah-v5 only: no clip,eta=0 ahead in 0 of 25 seed pairs")
     judged = claims_report._confirmatory_rows(claim, {"confirmatory": {"clip": (registration, records[:7])}})
     assert judged[0].verdict == "pending" and "7 of 10 registered runs done" in judged[0].detail
     assert {r.label for r in claims_report.rows({}, {}) if r.source} <= {"exploratory"}

@@ -215,7 +215,7 @@ def _confirmatory_rows(claim: Claim, measurements: dict) -> list[Row]:
                 detail,
                 tests,
                 CONFIRMATORY,
-                _registered_brief(judged),
+                _registered_brief(registration, judged),
             )
         )
     return table
@@ -276,14 +276,17 @@ def _registered_detail(r: dict, judged: dict) -> str:
     )
 
 
-def _registered_brief(judged: dict) -> str:
+def _registered_brief(r: dict, judged: dict) -> str:
+    """The README's few words: the registered tasks are named, because a claim's wording may name tasks that
+    its registration does not test, and a verdict must not read as covering those."""
     if judged["verdict"] == confirmatory.PENDING:
         return f"{judged['runs_done']} of {judged['runs_registered']} registered runs done"
     if not judged["tasks"]:
         return f"mean L1 {judged['mean']:.3f} [{judged['interval'][0]:.3f}, {judged['interval'][1]:.3f}]"
     won, of = sum(t["pairs_ahead"] for t in judged["tasks"]), sum(t["pairs"] for t in judged["tasks"])
     return (
-        f"ahead in {won} of {of} seed pairs, largest Holm p {max(t['p_holm'] for t in judged['tasks']):.3g}"
+        f"on {', '.join(t['task'] for t in judged['tasks'])} only: {r['treatment']} ahead in {won} of {of} "
+        f"seed pairs, largest Holm p {max(t['p_holm'] for t in judged['tasks']):.3g}"
     )
 
 
