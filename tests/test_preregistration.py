@@ -34,12 +34,34 @@ def test_power_is_the_level_without_an_effect_and_one_with_a_large_one():
 
 
 def test_seeds_needed_takes_the_fewest_reaching_the_target_and_the_minimum_when_none_does():
-    assert power.seeds_needed(GREATER, 10.0, 1.0, 0.0, 0.05) == (power.MIN_SEEDS, 1.0)
-    n, reached = power.seeds_needed(GREATER, 1.2, 1.0, 0.0, 0.05)
-    assert power.MIN_SEEDS < n <= power.MAX_SEEDS and reached >= power.TARGET_POWER
+    test = confirmatory.TESTS["greater"]
+    assert power.seeds_needed(test, 10.0, 1.0, 0.0, 0.05) == (power.MIN_SEEDS, 1.0, 0.0)
+    n, agrees, _ = power.seeds_needed(test, 1.2, 1.0, 0.0, 0.05)
+    assert power.MIN_SEEDS < n <= power.MAX_SEEDS and agrees >= power.TARGET_POWER
     assert power.power(GREATER, 1.2, 1.0, 0.0, n - 1, 0.05) < power.TARGET_POWER
-    n, reached = power.seeds_needed(GREATER, 0.1, 1.0, 0.0, 0.05)
-    assert n == power.MIN_SEEDS and reached < 0.2
+    n, agrees, disagrees = power.seeds_needed(test, 0.1, 1.0, 0.0, 0.05)
+    assert n == power.MIN_SEEDS and agrees + disagrees < 0.2
+    # Short of the target at MAX_SEEDS but more likely than not to conclude there: MAX_SEEDS, not the minimum.
+    n, agrees, _ = power.seeds_needed(test, 0.9, 1.0, 0.0, 0.05)
+    assert n == power.MAX_SEEDS and 0.5 <= agrees < power.TARGET_POWER
+
+
+def test_seeds_needed_plans_for_a_verdict_either_way():
+    # Exploratory runs far behind a non-inferiority margin: agreeing is hopeless at any seed count, but the same
+    # seeds decide against the claim, so the plan is the minimum with a high power to disagree, not a power of 0.
+    test = confirmatory.TESTS["non-inferior"]
+    n, agrees, disagrees = power.seeds_needed(test, -10.0, 1.0, 2.0, 0.05)
+    assert (n, agrees) == (power.MIN_SEEDS, 0.0) and disagrees >= power.TARGET_POWER
+    assert disagrees == pytest.approx(power.power(test["against"], -10.0, 1.0, 2.0, n, 0.05))
+    # Behind by about the margin: neither verdict is likely, whatever the count up to MAX_SEEDS.
+    n, agrees, disagrees = power.seeds_needed(test, -2.0, 1.0, 2.0, 0.05)
+    assert n == power.MIN_SEEDS and agrees + disagrees < 0.2
+
+
+def test_the_plan_simulates_the_upper_confidence_limit_of_the_exploratory_spread():
+    # 3 runs a column pool to 4 degrees of freedom: the upper 80% limit is sqrt(4 / chi2_0.2(4)) = 1.557 times.
+    assert power.planning_sd(10.0, 4) == pytest.approx(15.57, abs=0.01)
+    assert 1.0 < power.planning_sd(1.0, 40) < power.planning_sd(1.0, 4)
 
 
 # ---------------------------------------------------------------------------------------------- verdicts
@@ -142,7 +164,9 @@ def test_registering_picks_the_best_paper_baseline_fresh_seeds_and_the_power_and
     entry = _register(results)
     task = entry["tasks"][0]
     assert task["comparator"] == "genpo" and task["seeds"] == list(range(100, 100 + len(task["seeds"])))
-    assert task["exploratory"]["effect"] == pytest.approx(150.0) and task["exploratory"]["power"] >= 0.8
+    planned = task["exploratory"]
+    assert planned["effect"] == pytest.approx(150.0) and planned["power"] >= 0.8
+    assert planned["planning_sd"] == pytest.approx(power.planning_sd(planned["sd"], 4), abs=1e-3)
     assert (
         entry["fingerprint"] == preregistration.rule_fingerprint("judge") and entry["suite"] == "confirm-mine"
     )

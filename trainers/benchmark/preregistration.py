@@ -15,9 +15,10 @@ How a registration is made from the source suite's exploratory runs (its committ
   suite of one of the paper's methods but the treatment's; reference columns excluded) with the highest mean
   metric in the exploratory runs on that task; on a task with no exploratory runs, the one with the highest
   aggregate IQM in the source suite's summary;
-- the seed count of each task is the fewest in [MIN_SEEDS, MAX_SEEDS] whose power reaches TARGET_POWER
-  (`power`) at level alpha / (number of tasks), from the exploratory means and pooled standard deviation;
-  MIN_SEEDS where none does; MAX_SEEDS on a task without exploratory runs of both columns (no effect to plan on);
+- the seed count of each task is the fewest in [MIN_SEEDS, MAX_SEEDS] at which a verdict either way (agrees or
+  disagrees) has probability TARGET_POWER (`power.seeds_needed`) at level alpha / (number of tasks), from the
+  exploratory means and the upper confidence limit of their pooled standard deviation (`power.planning_sd`);
+  where none does, MAX_SEEDS if a verdict is more likely than not there and MIN_SEEDS otherwise; MAX_SEEDS on a task without exploratory runs of both columns (no effect to plan on);
 - the seeds are `--first-seed` onwards, refused if any ledger or toy log already holds a run with one of them.
 """
 
@@ -140,20 +141,26 @@ def primary_comparator(args: Args, task: str, runs: dict[str, list[float]]) -> t
 def seed_plan(args: Args, treatment: list[float], comparator: list[float]) -> dict:
     """The seed count of one task (`seeds`) from its exploratory runs, with the numbers it was computed from:
     the exploratory effect (treatment's mean metric less the comparator's), the pooled standard deviation, the
-    margin in return units, and the planned power at that seed count."""
+    one the plan simulated (`power.planning_sd`), the margin in return units, and the planned powers to agree
+    and to disagree at that seed count."""
     if len(treatment) < 2 or len(comparator) < 2:
         return {"seeds": power.MAX_SEEDS, "effect": None, "sd": None, "margin": 0.0, "power": None}
     effect = float(np.mean(treatment) - np.mean(comparator))
     sd = float(np.sqrt((np.var(treatment, ddof=1) + np.var(comparator, ddof=1)) / 2))
+    planned_sd = power.planning_sd(sd, len(treatment) + len(comparator) - 2)
     margin = args.margin_fraction * abs(float(np.mean(comparator)))
     level = args.alpha / len(args.tasks)
-    n, reached = power.seeds_needed(confirmatory.TESTS[args.test]["claim"], effect, sd, margin, level)
+    n, agrees, disagrees = power.seeds_needed(
+        confirmatory.TESTS[args.test], effect, planned_sd, margin, level
+    )
     return {
         "seeds": n,
         "effect": round(effect, 3),
         "sd": round(sd, 3),
+        "planning_sd": round(planned_sd, 3),
         "margin": round(margin, 3),
-        "power": round(reached, 3),
+        "power": round(agrees, 3),
+        "power_against": round(disagrees, 3),
     }
 
 
@@ -254,7 +261,8 @@ def _report(entry: dict, path: Path) -> None:
         e = task["exploratory"]
         print(
             f"{task['task']}: vs {task['comparator']} ({task['comparator_chosen']}); {len(task['seeds'])} seeds "
-            f"(planned power {e['power']}, exploratory effect {e['effect']}, sd {e['sd']})"
+            f"(planned power {e['power']} to agree, {e.get('power_against')} to disagree; exploratory effect "
+            f"{e['effect']}, sd {e['sd']}, planned with sd {e.get('planning_sd')})"
         )
     print(f"registered {entry['id']} in {path}; commit it, then run: {entry['run']}")
 
