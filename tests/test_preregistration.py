@@ -12,6 +12,7 @@ import pytest
 from gsbpolicy._cli import CommandError
 from trainers._core.runlog import read_jsonl
 from trainers.benchmark import confirmatory, exact, plan, power, preregistration
+from trainers.benchmark.aggregate import registrations_table
 from trainers.benchmark.arguments import BenchArgs
 from trainers.benchmark.suites import PREREGISTRATION_FILE, SUITES, confirmatory_suite
 
@@ -172,6 +173,13 @@ def test_registering_picks_the_best_paper_baseline_fresh_seeds_and_the_power_and
     )
     with pytest.raises(CommandError, match="already registers 'mine'"):
         _register(results)
+
+
+def test_the_registrations_table_shows_both_planned_powers_of_a_new_registration(results):
+    task = _register(results)["tasks"][0]["exploratory"]
+    (results / "prereg.json").rename(results / PREREGISTRATION_FILE.name)
+    row = next(line for line in registrations_table(results).splitlines() if "`mine`" in line)
+    assert f"power {task['power']} to agree, {task['power_against']} to disagree" in row
 
 
 def test_registering_refuses_seeds_that_already_ran_and_a_margin_test_without_a_margin(results):
