@@ -111,10 +111,10 @@ def seeds_needed(
     `planning_sd`); a zero `sd` (every exploratory run alike) is floored at 1e-9 of the largest magnitude
     involved, so that the simulation still has an order to rank."""
     sd = max(sd, 1e-9 * max(abs(effect), abs(margin), 1.0))
+    planned = {}
     for n in range(MIN_SEEDS, MAX_SEEDS + 1):
-        agrees, disagrees = verdict_power(test, effect, sd, margin, n, level)
-        if agrees + disagrees >= TARGET_POWER:
-            return n, agrees, disagrees
-    if agrees + disagrees >= 0.5:
-        return MAX_SEEDS, agrees, disagrees
-    return MIN_SEEDS, *verdict_power(test, effect, sd, margin, MIN_SEEDS, level)
+        planned[n] = verdict_power(test, effect, sd, margin, n, level)
+        if sum(planned[n]) >= TARGET_POWER:
+            return n, *planned[n]
+    fallback = MAX_SEEDS if sum(planned[MAX_SEEDS]) >= 0.5 else MIN_SEEDS
+    return fallback, *planned[fallback]

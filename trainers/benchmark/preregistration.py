@@ -18,7 +18,8 @@ How a registration is made from the source suite's exploratory runs (its committ
 - the seed count of each task is the fewest in [MIN_SEEDS, MAX_SEEDS] at which a verdict either way (agrees or
   disagrees) has probability TARGET_POWER (`power.seeds_needed`) at level alpha / (number of tasks), from the
   exploratory means and the upper confidence limit of their pooled standard deviation (`power.planning_sd`);
-  where none does, MAX_SEEDS if a verdict is more likely than not there and MIN_SEEDS otherwise; MAX_SEEDS on a task without exploratory runs of both columns (no effect to plan on);
+  where none does, MAX_SEEDS if a verdict is more likely than not there and MIN_SEEDS otherwise; MAX_SEEDS on
+  a task without exploratory runs of both columns (no effect to plan on);
 - the seeds are `--first-seed` onwards, refused if any ledger or toy log already holds a run with one of them.
 """
 
