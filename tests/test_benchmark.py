@@ -775,6 +775,15 @@ def test_the_cost_table_gives_a_suite_with_budgets_by_task_their_range_not_the_d
     assert "100,000 to 1,000,000 env steps by task" in row(dataclasses.replace(one, total_steps=100_000))
 
 
+def test_the_cost_table_counts_a_run_copied_from_another_suite_where_it_ran_not_again(tiny_suite, tmp_path):
+    ran = _record("lambda=0", 0, 5.0, [5.0], cost=1800.0)
+    copied = {**_record("gsb_mdpo", 0, 7.0, [7.0], cost=3600.0), "reused_from": "other"}
+    (tmp_path / "tiny.runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (ran, copied)))
+    (tmp_path / "other.runs.jsonl").write_text(json.dumps({**copied, "suite": "other"}) + "\n")
+    (row,) = [r for r in aggregate.cost_rows(tmp_path) if r["suite"].name == "tiny"]
+    assert row["runs"] == 2 and row["hours"] == 0.5
+
+
 def test_check_flags_missing_summaries_and_pages(tiny_suite, tmp_path, monkeypatch):
     monkeypatch.setattr(stats, "BOOTSTRAP_REPS", 50)  # this test is about files; regenerations follow
     records = _runs("gsb_mdpo", [9.0, 10.0, 11.0]) + _runs("lambda=0", [6.0, 7.0, 8.0])

@@ -122,7 +122,9 @@ def headline(all_summaries: dict[str, dict]) -> str:
 
 def cost_rows(results_dir: Path = RESULTS_DIR) -> list[dict]:
     """What each defined suite costs, from its ledger: runs committed of those planned, their summed wall-clock
-    (every attempt of every run, as the runner recorded it), and the machines they ran on."""
+    (every attempt of every run, as the runner recorded it), and the machines they ran on. A line the runner copied
+    from another suite's ledger (`reused_from`) is a committed run here but cost nothing here: its wall-clock
+    counts in the suite that ran it, so that the column sums each run's cost once."""
     rows = []
     for suite in SUITES.values():
         path = results_dir / f"{suite.name}.runs.jsonl"
@@ -132,7 +134,7 @@ def cost_rows(results_dir: Path = RESULTS_DIR) -> list[dict]:
                 "suite": suite,
                 "planned": suite.planned_runs,
                 "runs": len(records),
-                "hours": sum(r["cost"]["wall_s"] for r in records) / 3600,
+                "hours": sum(r["cost"]["wall_s"] for r in records if not r.get("reused_from")) / 3600,
                 "hardware": sorted({hardware_label(r) for r in records}),
             }
         )
